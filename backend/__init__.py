@@ -1,0 +1,1 @@
+"""Sinkscope's backend: models, capture, metrics, figures. Pure Python; never imports Streamlit."""

