@@ -19,7 +19,7 @@ from transformers.masking_utils import sdpa_mask
 
 ATTENTION_NAME = "sinkscope"
 ATTENTION_LABEL = "sinkscope (chunked eager, float32 softmax)"
-CHUNK_ROWS = 128
+CHUNK_ROWS = 64
 HEAD_SUMS = ("sink", "diagonal", "previous_token", "entropy", "value_sink")
 
 
@@ -37,6 +37,14 @@ class Recorder:
     sums: dict[str, dict[int, torch.Tensor]] = field(default_factory=lambda: {k: {} for k in HEAD_SUMS})
     maps: dict[int, torch.Tensor] = field(default_factory=dict)
     norms: dict[int, torch.Tensor] = field(default_factory=dict)
+    masks: dict[tuple, MaskFacts] = field(default_factory=dict)
+
+    def mask_facts(self, mask: torch.Tensor | None, n_queries: int, n_keys: int, device: torch.device) -> MaskFacts:
+        """Layers of one kind share one mask tensor: derive its facts once per forward pass."""
+        key = (None if mask is None else mask.data_ptr(), n_queries, n_keys)
+        if key not in self.masks:
+            self.masks[key] = MaskFacts.of(mask, n_queries, n_keys, device)
+        return self.masks[key]
 
 
 _current: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("sinkscope_recorder", default=None)
@@ -73,15 +81,26 @@ def value_norms(module: torch.nn.Module, value: torch.Tensor, n_heads: int) -> t
     return squared.clamp_min(0).sqrt()
 
 
-def allowed_keys(mask: torch.Tensor | None, n_queries: int, n_keys: int, device: torch.device) -> torch.Tensor:
-    """A (query_pos, key_pos) bool matrix of the keys each query may read."""
-    if mask is None:
-        rows = torch.arange(n_queries, device=device).unsqueeze(1) + (n_keys - n_queries)
-        return torch.arange(n_keys, device=device).unsqueeze(0) <= rows
-    mask = mask[0, 0]
-    if mask.dtype == torch.bool:
-        return mask
-    return mask > torch.finfo(mask.dtype).min / 2  # float masks hold 0 or the dtype's minimum
+@dataclass(frozen=True)
+class MaskFacts:
+    """What the chunk loop needs from a layer's mask, derived once per mask and forward pass."""
+
+    blocked: torch.Tensor  # (query_pos, key_pos) bool: keys a query may not read
+    first_blocked: torch.Tensor  # (query_pos,) first blocked key, or key_pos count
+    log_visible: torch.Tensor  # (query_pos,) ln(keys a query can see), 1 where only one
+
+    @staticmethod
+    def of(mask: torch.Tensor | None, n_queries: int, n_keys: int, device: torch.device) -> MaskFacts:
+        if mask is None:
+            rows = torch.arange(n_queries, device=device).unsqueeze(1) + (n_keys - n_queries)
+            blocked = torch.arange(n_keys, device=device).unsqueeze(0) > rows
+        elif mask.dtype == torch.bool:
+            blocked = ~mask[0, 0]
+        else:
+            blocked = mask[0, 0] <= torch.finfo(mask.dtype).min / 2  # float masks hold 0 or the dtype's minimum
+        first = torch.where(blocked.any(-1), blocked.byte().argmax(-1), n_keys)
+        visible = n_keys - blocked.sum(-1, dtype=torch.float32)
+        return MaskFacts(blocked, first, torch.where(visible > 1, visible.log(), torch.ones_like(visible)))
 
 
 def sinkscope_attention(
@@ -95,88 +114,111 @@ def sinkscope_attention(
     softcap: float | None = None,
     **kwargs: object,
 ) -> tuple[torch.Tensor, None]:
-    """Eager attention math, computed in query chunks against only the keys they can see."""
+    """Eager attention math when recording (SDPA otherwise), in query chunks against the keys they see."""
     recorder = _current.get()
     layer = getattr(module, "layer_idx", None)
-    wanted = recorder is not None and (recorder.reduce or layer in recorder.maps_of)
-    if not wanted and softcap is None:
+    reduce = recorder is not None and recorder.reduce
+    keep = recorder is not None and layer in recorder.maps_of
+    if not (reduce or keep) and softcap is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     if query.shape[0] != 1:
         raise ValueError("sinkscope attention analyzes one sequence at a time (batch size 1)")
+    n_heads, n_queries, n_keys = query.shape[1], query.shape[2], key.shape[2]
+    if recorder is not None:
+        facts = recorder.mask_facts(attention_mask, n_queries, n_keys, query.device)
+    else:
+        facts = MaskFacts.of(attention_mask, n_queries, n_keys, query.device)
+    reducer = _Reducer(module, value, n_heads, facts) if reduce else None
+    maps = torch.zeros(n_heads, n_queries, n_keys, device=query.device) if keep else None
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-    n_heads, n_queries = query.shape[1], query.shape[2]
-    n_kv, n_keys = key.shape[1], key.shape[2]
-    group = n_heads // n_kv
-    q = query[0].reshape(n_kv, group, n_queries, -1)  # (kv_head, group, query_pos, head_dim)
-    k = key[0].unsqueeze(1)  # (kv_head, 1, key_pos, head_dim)
-    v = value[0].unsqueeze(1)  # (kv_head, 1, key_pos, head_dim)
-    allowed = allowed_keys(attention_mask, n_queries, n_keys, query.device)
-    offset = n_keys - n_queries
-    out = torch.empty(n_kv, group, n_queries, v.shape[-1], dtype=value.dtype, device=value.device)
-    reducer = _Reducer(module, value, n_heads, allowed, offset) if wanted and recorder.reduce else None
-    keep = None
-    if wanted and layer in recorder.maps_of:
-        keep = torch.zeros(n_kv, group, n_queries, n_keys, dtype=torch.float32, device=query.device)
-    for q0 in range(0, n_queries, CHUNK_ROWS):
-        q1 = min(q0 + CHUNK_ROWS, n_queries)
-        end = offset + q1  # causal trimming: rows of this chunk see no key past `end`
-        scores = torch.matmul(q[:, :, q0:q1], k[:, :, :end].transpose(-1, -2)) * scaling  # (kv, g, rows, keys)
-        if softcap is not None:
-            scores = torch.tanh(scores / softcap) * softcap
-        scores = scores.float().masked_fill(~allowed[q0:q1, :end], torch.finfo(torch.float32).min)
-        weights = torch.softmax(scores, dim=-1)
-        out[:, :, q0:q1] = torch.matmul(weights.to(value.dtype), v[:, :, :end])
-        if reducer is not None:
-            reducer.add(weights, scores, q0 + offset)
-        if keep is not None:
-            keep[:, :, q0:q1, :end] = weights
+    out = _chunked(query * scaling, key, value, facts, softcap, reducer, maps)
     if reducer is not None:
         reducer.store(recorder.sums, layer)
-    if keep is not None:
-        recorder.maps[layer] = keep.reshape(n_heads, n_queries, n_keys)  # (head, query_pos, key_pos)
+    if keep:
+        recorder.maps[layer] = maps
         recorder.norms[layer] = value_norms(module, value, n_heads).reshape(n_heads, n_keys)  # (head, key_pos)
         if recorder.stop_after == layer:
             raise StopForward
-    attn_output = out.reshape(1, n_heads, n_queries, -1).transpose(1, 2).contiguous()  # (1, query_pos, head, d)
-    return attn_output, None
+    return out, None
+
+
+def _chunked(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    facts: MaskFacts,
+    softcap: float | None,
+    reducer: _Reducer | None,
+    maps: torch.Tensor | None,
+) -> torch.Tensor:
+    """softmax(q k' + mask) v for pre-scaled queries, CHUNK_ROWS query rows at a time."""
+    n_heads, n_queries, n_kv, n_keys = query.shape[1], query.shape[2], key.shape[1], key.shape[2]
+    group, head_dim = n_heads // n_kv, value.shape[-1]
+    q = query[0].reshape(n_kv, group, n_queries, -1)  # (kv_head, group, query_pos, head_dim)
+    k = key[0].transpose(1, 2)  # (kv_head, head_dim, key_pos)
+    rhs = reducer.rhs if reducer is not None else value[0]  # (kv_head, key_pos, features)
+    out = torch.empty(n_kv, group, n_queries, head_dim, dtype=value.dtype, device=value.device)
+    offset = n_keys - n_queries
+    for q0 in range(0, n_queries, CHUNK_ROWS):
+        q1 = min(q0 + CHUNK_ROWS, n_queries)
+        rows, end = q1 - q0, offset + q1  # causal trimming: these rows see no key past `end`
+        q_chunk = q[:, :, q0:q1].reshape(n_kv, group * rows, -1)  # (kv_head, group * rows, head_dim)
+        scores = torch.bmm(q_chunk, k[:, :, :end]).view(n_kv, group, rows, end)
+        if softcap is not None:
+            scores = torch.tanh(scores / softcap) * softcap
+        scores = scores.float()
+        lo = int(facts.first_blocked[q0:q1].min())  # a causal chunk masks only its last block of columns
+        scores[..., lo:].masked_fill_(facts.blocked[q0:q1, lo:end], torch.finfo(torch.float32).min)
+        weights = torch.softmax(scores, dim=-1)  # (kv_head, group, rows, keys)
+        flat = weights.view(n_kv, group * rows, end).to(rhs.dtype)
+        mixed = torch.bmm(flat, rhs[:, :end]).view(n_kv, group, rows, -1)  # (kv_head, group, rows, features)
+        out[:, :, q0:q1] = mixed[..., :head_dim]
+        if reducer is not None:
+            reducer.add(weights, scores, mixed, q0 + offset)
+        if maps is not None:
+            maps[:, q0:q1, :end] = weights.reshape(n_heads, rows, end)  # (head, rows, keys)
+    return out.reshape(1, n_heads, n_queries, head_dim).transpose(1, 2).contiguous()  # (1, query_pos, head, d)
 
 
 class _Reducer:
-    """Running per-head sums of the metrics in shared/metrics.md, fed one chunk of rows at a time."""
+    """Running per-head sums of the metrics in shared/metrics.md, fed one chunk of rows at a time.
 
-    def __init__(
-        self, module: torch.nn.Module, value: torch.Tensor, n_heads: int, allowed: torch.Tensor, offset: int
-    ) -> None:
+    The chunk's matmul is A @ [V | n], so sum_j A[t,j] n_j comes with the head output for free.
+    """
+
+    def __init__(self, module: torch.nn.Module, value: torch.Tensor, n_heads: int, facts: MaskFacts) -> None:
         self.norms = value_norms(module, value, n_heads)  # (kv_head, group, key_pos)
-        visible = allowed.sum(-1).double()  # (query_pos,) keys each query can see
-        self.log_visible = torch.where(visible > 1, visible.log(), torch.ones_like(visible))
-        self.offset = offset
-        shape = self.norms.shape[:2]
-        self.sums = {k: torch.zeros(shape, dtype=torch.float64, device=value.device) for k in HEAD_SUMS}
+        self.head_dim = value.shape[-1]
+        self.rhs = torch.cat([value[0].float(), self.norms.transpose(1, 2)], dim=-1)  # (kv, key_pos, d + group)
+        self.log_visible = facts.log_visible
+        self.offset = facts.blocked.shape[1] - facts.blocked.shape[0]
+        self.sums = torch.zeros(len(HEAD_SUMS), *self.norms.shape[:2], dtype=torch.float64)  # (metric, kv, g)
 
-    def add(self, weights: torch.Tensor, scores: torch.Tensor, first_row: int) -> None:
-        """Accumulate rows ``first_row ..`` of this chunk; weights, scores: (kv, group, rows, keys)."""
-        n_rows, n_keys = weights.shape[-2:]
+    def add(self, weights: torch.Tensor, scores: torch.Tensor, mixed: torch.Tensor, first_row: int) -> None:
+        """Accumulate rows ``first_row ..``; weights, scores: (kv, group, rows, keys)."""
+        n_rows = weights.shape[-2]
         rows = torch.arange(first_row, first_row + n_rows, device=weights.device)
-        in_q = (rows >= 1).double()  # row 0 trivially attends to itself
-        from_two = (rows >= 2).double()  # previous_token starts at t=2
         index = rows.view(1, 1, -1, 1).expand(*weights.shape[:2], n_rows, 1)
-        diagonal = weights.gather(-1, index).squeeze(-1)
-        previous = weights.gather(-1, (index - 1).clamp_min(0)).squeeze(-1)
-        entropy = torch.logsumexp(scores, -1) - (weights * scores).sum(-1)  # -sum a ln a, without a log pass
-        entropy = entropy.double() / self.log_visible[rows - self.offset]
-        norms = self.norms[:, :, :n_keys]
-        read = torch.matmul(weights, norms.unsqueeze(-1)).squeeze(-1)  # sum_j A[t,j] n_j
-        value_sink = weights[..., 0] * norms[:, :, :1] / read.clamp_min(1e-30)
-        self.sums["sink"] += (weights[..., 0].double() * in_q).sum(-1)
-        self.sums["diagonal"] += (diagonal.double() * in_q).sum(-1)
-        self.sums["previous_token"] += (previous.double() * from_two).sum(-1)
-        self.sums["entropy"] += (entropy * in_q).sum(-1)
-        self.sums["value_sink"] += (value_sink.double() * in_q).sum(-1)
+        # log-sum-exp from the row max: the largest weight is >= 1/T, so its log never underflows
+        log_sum_exp = scores.amax(-1) - weights.amax(-1).log()
+        entropy = log_sum_exp - scores.mul_(weights).sum(-1)  # -sum a ln a = lse - sum a s, no log pass
+        read = torch.diagonal(mixed[..., self.head_dim :], dim1=1, dim2=3).transpose(1, 2)  # sum_j A[t,j] n_j
+        per_row = torch.stack(
+            [
+                weights[..., 0],
+                weights.gather(-1, index).squeeze(-1),
+                weights.gather(-1, (index - 1).clamp_min(0)).squeeze(-1),
+                entropy / self.log_visible[rows - self.offset],
+                weights[..., 0] * self.norms[:, :, :1] / read.clamp_min(1e-30),
+            ]
+        )  # (metric, kv, group, rows), in the order of HEAD_SUMS
+        in_q, from_two = rows >= 1, rows >= 2  # row 0 trivially reads itself; previous_token starts at t=2
+        counted = torch.stack([in_q, in_q, from_two, in_q, in_q])  # (metric, rows)
+        self.sums += (per_row * counted[:, None, None, :]).sum(-1).double().cpu()
 
     def store(self, into: dict[str, dict[int, torch.Tensor]], layer: int) -> None:
-        for name, total in self.sums.items():
-            into[name][layer] = total.reshape(-1).cpu()  # (head,)
+        for name, total in zip(HEAD_SUMS, self.sums):
+            into[name][layer] = total.reshape(-1)  # (head,)
 
 
 def eager_style_mask(*args: object, **kwargs: object) -> torch.Tensor | None:

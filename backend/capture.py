@@ -6,6 +6,8 @@ reduces them as it goes, and ``attention_maps`` recomputes one layer's maps on d
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -134,7 +136,8 @@ def _head_metrics(recorder: attention.Recorder, n_layers: int, n_tokens: int) ->
 
 
 def _layer_metrics(residual: np.ndarray) -> tuple[dict[str, np.ndarray], tuple]:
-    per_layer = [metrics.layer_scores(h) for h in residual]
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # numpy releases the GIL: use every core
+        per_layer = list(pool.map(metrics.layer_scores, residual))
     names = [name for name in per_layer[0] if name != "massive_list"]
     layers = {name: _frozen(np.array([scores[name] for scores in per_layer])) for name in names}
     massive = tuple((layer, *hit) for layer, scores in enumerate(per_layer) for hit in scores["massive_list"])

@@ -62,55 +62,65 @@ def sink_rate(sink: np.ndarray, eps: float = DEFAULT_EPS) -> float:
 def unit_rows(h: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length; zero rows stay zero."""
     norms = np.linalg.norm(h, axis=-1, keepdims=True)
-    return h / np.where(norms > 0, norms, 1.0)
+    return h / np.where(norms > 0, norms, 1)
 
 
 def token_cosine(h: np.ndarray, standardize: bool = False) -> float:
     """Mean cosine over pairs t != s of Q; ``standardize`` first z-scores each channel over Q."""
-    x = np.asarray(h, dtype=np.float64)[1:]  # (token in Q, channel)
+    x = np.asarray(h)[1:]  # (token in Q, channel)
     n = x.shape[0]
     if n < 2:
         return float("nan")
     if standardize:
         std = x.std(0)
-        x = np.where(std > 0, (x - x.mean(0)) / np.where(std > 0, std, 1.0), 0.0)
-    u = unit_rows(x)
-    total = u.sum(0)
-    # sum over ordered pairs t != s of u_t . u_s = |sum u|^2 - sum |u_t|^2
-    pair_sum = total @ total - (u * u).sum()
-    return float(pair_sum / (n * (n - 1)))
+        x = np.where(std > 0, (x - x.mean(0)) / np.where(std > 0, std, 1), 0)
+    total = unit_rows(x).sum(0, dtype=np.float64)
+    # sum over ordered pairs t != s of u_t . u_s = |sum u|^2 - sum |u_t|^2, and |u_t| = 1 (or 0)
+    nonzero = np.count_nonzero(np.linalg.norm(x, axis=-1))
+    return float((total @ total - nonzero) / (n * (n - 1)))
 
 
 def bos_cosine(h: np.ndarray) -> float:
     """Mean over t in Q of cos(h[0], h[t])."""
-    u = unit_rows(np.asarray(h, dtype=np.float64))
-    return float((u[1:] @ u[0]).mean()) if len(u) > 1 else float("nan")
+    u = unit_rows(np.asarray(h))
+    return float((u[1:] @ u[0]).mean(dtype=np.float64)) if len(u) > 1 else float("nan")
 
 
 def massive_activations(h: np.ndarray, median_abs: float) -> list[tuple[int, int, float]]:
-    """(token, channel, value) where |h| > 100 and >= 1000 x the median |h| (Sun et al. 2024)."""
+    """(token, channel, value) where |h| > 100 and >= 1000 x the median |h| (Sun et al. 2024), largest first."""
     magnitude = np.abs(h)
     tokens, channels = np.nonzero((magnitude > MASSIVE_ABS) & (magnitude >= MASSIVE_RATIO * median_abs))
     order = np.argsort(-magnitude[tokens, channels])
     return [(int(tokens[i]), int(channels[i]), float(h[tokens[i], channels[i]])) for i in order]
 
 
+def median_and_top3(magnitude: np.ndarray) -> tuple[float, np.ndarray]:
+    """numpy's median (mean of the two middle values) and the three largest, from one partition."""
+    flat = magnitude.ravel()
+    n = flat.size
+    middle = [(n - 1) // 2, n // 2]
+    top = [max(n - 3, 0), max(n - 2, 0), n - 1]
+    part = np.partition(flat, sorted(set(middle + top)))
+    largest = np.full(3, np.nan)
+    largest[: min(n, 3)] = part[top][::-1][: min(n, 3)]
+    return float(part[middle].astype(np.float64).mean()), largest
+
+
 def layer_scores(h: np.ndarray) -> dict[str, object]:
     """Per-layer residual-stream metrics of one hidden state (token, channel)."""
     h = np.asarray(h, dtype=np.float32)
-    magnitude = np.abs(h).ravel()
-    top = np.sort(np.partition(magnitude, -3)[-3:])[::-1] if magnitude.size >= 3 else np.sort(magnitude)[::-1]
-    median_abs = float(np.median(magnitude))
-    norms = np.linalg.norm(h.astype(np.float64), axis=-1)
-    massive = massive_activations(h, median_abs)
+    median_abs, top = median_and_top3(np.abs(h))
+    massive = massive_activations(h, median_abs) if top[0] > MASSIVE_ABS else []
+    norms = np.linalg.norm(h, axis=-1)
+    median_norm = float(np.median(norms))
     return {
         "top1": float(top[0]),
-        "top2": float(top[1]) if top.size > 1 else float("nan"),
-        "top3": float(top[2]) if top.size > 2 else float("nan"),
+        "top2": float(top[1]),
+        "top3": float(top[2]),
         "median_abs": median_abs,
         "massive": len(massive),
         "massive_list": massive,
-        "first_norm_ratio": float(norms[0] / np.median(norms)) if np.median(norms) > 0 else float("nan"),
+        "first_norm_ratio": float(norms[0]) / median_norm if median_norm > 0 else float("nan"),
         "token_cosine": token_cosine(h),
         "token_cosine_std": token_cosine(h, standardize=True),
         "bos_cosine": bos_cosine(h),
