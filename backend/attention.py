@@ -8,9 +8,9 @@ variable that belongs to the calling thread.
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import torch
 from transformers import AttentionInterface, AttentionMaskInterface
@@ -39,7 +39,13 @@ class Recorder:
     norms: dict[int, torch.Tensor] = field(default_factory=dict)
     masks: dict[tuple, MaskFacts] = field(default_factory=dict)
 
-    def mask_facts(self, mask: torch.Tensor | None, n_queries: int, n_keys: int, device: torch.device) -> MaskFacts:
+    def mask_facts(
+        self,
+        mask: torch.Tensor | None,
+        n_queries: int,
+        n_keys: int,
+        device: torch.device,
+    ) -> MaskFacts:
         """Layers of one kind share one mask tensor: derive its facts once per forward pass."""
         key = (None if mask is None else mask.data_ptr(), n_queries, n_keys)
         if key not in self.masks:
@@ -100,7 +106,11 @@ class MaskFacts:
             blocked = mask[0, 0] <= torch.finfo(mask.dtype).min / 2  # float masks hold 0 or the dtype's minimum
         first = torch.where(blocked.any(-1), blocked.byte().argmax(-1), n_keys)
         visible = n_keys - blocked.sum(-1, dtype=torch.float32)
-        return MaskFacts(blocked, first, torch.where(visible > 1, visible.log(), torch.ones_like(visible)))
+        return MaskFacts(
+            blocked,
+            first,
+            torch.where(visible > 1, visible.log(), torch.ones_like(visible)),
+        )
 
 
 def sinkscope_attention(
@@ -152,7 +162,12 @@ def _chunked(
     maps: torch.Tensor | None,
 ) -> torch.Tensor:
     """softmax(q k' + mask) v for pre-scaled queries, CHUNK_ROWS query rows at a time."""
-    n_heads, n_queries, n_kv, n_keys = query.shape[1], query.shape[2], key.shape[1], key.shape[2]
+    n_heads, n_queries, n_kv, n_keys = (
+        query.shape[1],
+        query.shape[2],
+        key.shape[1],
+        key.shape[2],
+    )
     group, head_dim = n_heads // n_kv, value.shape[-1]
     q = query[0].reshape(n_kv, group, n_queries, -1)  # (kv_head, group, query_pos, head_dim)
     k = key[0].transpose(1, 2)  # (kv_head, head_dim, key_pos)
@@ -161,7 +176,10 @@ def _chunked(
     offset = n_keys - n_queries
     for q0 in range(0, n_queries, CHUNK_ROWS):
         q1 = min(q0 + CHUNK_ROWS, n_queries)
-        rows, end = q1 - q0, offset + q1  # causal trimming: these rows see no key past `end`
+        rows, end = (
+            q1 - q0,
+            offset + q1,
+        )  # causal trimming: these rows see no key past `end`
         q_chunk = q[:, :, q0:q1].reshape(n_kv, group * rows, -1)  # (kv_head, group * rows, head_dim)
         scores = torch.bmm(q_chunk, k[:, :, :end]).view(n_kv, group, rows, end)
         if softcap is not None:
@@ -186,7 +204,13 @@ class _Reducer:
     The chunk's matmul is A @ [V | n], so sum_j A[t,j] n_j comes with the head output for free.
     """
 
-    def __init__(self, module: torch.nn.Module, value: torch.Tensor, n_heads: int, facts: MaskFacts) -> None:
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        value: torch.Tensor,
+        n_heads: int,
+        facts: MaskFacts,
+    ) -> None:
         self.norms = value_norms(module, value, n_heads)  # (kv_head, group, key_pos)
         self.head_dim = value.shape[-1]
         self.rhs = torch.cat([value[0].float(), self.norms.transpose(1, 2)], dim=-1)  # (kv, key_pos, d + group)
@@ -194,7 +218,13 @@ class _Reducer:
         self.offset = facts.blocked.shape[1] - facts.blocked.shape[0]
         self.sums = torch.zeros(len(HEAD_SUMS), *self.norms.shape[:2], dtype=torch.float64)  # (metric, kv, g)
 
-    def add(self, weights: torch.Tensor, scores: torch.Tensor, mixed: torch.Tensor, first_row: int) -> None:
+    def add(
+        self,
+        weights: torch.Tensor,
+        scores: torch.Tensor,
+        mixed: torch.Tensor,
+        first_row: int,
+    ) -> None:
         """Accumulate rows ``first_row ..``; weights, scores: (kv, group, rows, keys)."""
         n_rows = weights.shape[-2]
         rows = torch.arange(first_row, first_row + n_rows, device=weights.device)
@@ -212,12 +242,15 @@ class _Reducer:
                 weights[..., 0] * self.norms[:, :, :1] / read.clamp_min(1e-30),
             ]
         )  # (metric, kv, group, rows), in the order of HEAD_SUMS
-        in_q, from_two = rows >= 1, rows >= 2  # row 0 trivially reads itself; previous_token starts at t=2
+        in_q, from_two = (
+            rows >= 1,
+            rows >= 2,
+        )  # row 0 trivially reads itself; previous_token starts at t=2
         counted = torch.stack([in_q, in_q, from_two, in_q, in_q])  # (metric, rows)
         self.sums += (per_row * counted[:, None, None, :]).sum(-1).double().cpu()
 
     def store(self, into: dict[str, dict[int, torch.Tensor]], layer: int) -> None:
-        for name, total in zip(HEAD_SUMS, self.sums):
+        for name, total in zip(HEAD_SUMS, self.sums, strict=True):
             into[name][layer] = total.reshape(-1)  # (head,)
 
 
@@ -231,4 +264,3 @@ def register() -> None:
     """Make ``attn_implementation="sinkscope"`` known to transformers (idempotent)."""
     AttentionInterface.register(ATTENTION_NAME, sinkscope_attention)
     AttentionMaskInterface.register(ATTENTION_NAME, eager_style_mask)
-

@@ -7,10 +7,11 @@ reduces them as it goes, and ``attention_maps`` recomputes one layer's maps on d
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -71,7 +72,10 @@ class Trace:
         """One row per residual-stream layer with the columns of the CLI's layers.csv (plus extras)."""
         names = [*LAYER_COLUMNS[1:], "token_cosine_std"]
         return [
-            {"layer": layer, **{name: self.layers[name][layer].item() for name in names}}
+            {
+                "layer": layer,
+                **{name: self.layers[name][layer].item() for name in names},
+            }
             for layer in range(len(self.layers["top1"]))
         ]
 
@@ -168,11 +172,18 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
 
 
 def analyze(
-    loaded: LoadedModel, text: str, max_tokens: int | None = None, truncate: bool = False, add_bos: bool | None = None
+    loaded: LoadedModel,
+    text: str,
+    max_tokens: int | None = None,
+    truncate: bool = False,
+    add_bos: bool | None = None,
 ) -> Trace:
     """Tokenize ``text`` (at most ``max_tokens``, default the model's limit) and analyze it."""
     limit = min(max_tokens or loaded.info.max_tokens, loaded.info.max_tokens)
-    return analyze_ids(loaded, encode(loaded.tokenizer, text, limit, truncate=truncate, add_bos=add_bos))
+    return analyze_ids(
+        loaded,
+        encode(loaded.tokenizer, text, limit, truncate=truncate, add_bos=add_bos),
+    )
 
 
 @dataclass(frozen=True)

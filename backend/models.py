@@ -9,14 +9,18 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from platformdirs import user_cache_dir
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING
+from transformers.models.auto.modeling_auto import (
+    MODEL_FOR_CAUSAL_LM_MAPPING,
+    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+)
 
 from backend import attention
 from backend.errors import ModelLoadError
@@ -26,7 +30,11 @@ log = logging.getLogger(__name__)
 DEFAULT_MODEL = "smollm2-135m"
 HARD_TOKEN_LIMIT = 8192
 HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+DTYPES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
 Progress = Callable[[str], None]
 
 
@@ -126,8 +134,9 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     return DTYPES[dtype]
 
 
-def _dequantized_dir(bundled: BundledModel, progress: Progress) -> Path:
+def dequantized_dir(key: str, progress: Progress = log.info) -> Path:
     """The float32 copy of a bundled GGUF, built once (about 20 s) and reused on later starts."""
+    bundled = BUNDLED[key]
     version = importlib.metadata.version(bundled.distribution)
     target = cache_root() / "dequantized" / f"{bundled.key}-{version}"
     if (target / "config.json").exists():
@@ -155,7 +164,7 @@ def _source_of(spec: str, progress: Progress) -> tuple[str, str]:
         bundled = BUNDLED[spec]
         if not bundled.installed():
             raise ModelLoadError(f"The bundled model '{spec}' is not installed. Install it with: {bundled.install}")
-        return str(_dequantized_dir(bundled, progress)), bundled.label
+        return str(dequantized_dir(spec, progress)), bundled.label
     path = Path(spec).expanduser()
     if path.is_dir():
         return str(path), path.name
@@ -171,8 +180,15 @@ def _check_causal_lm(source: str, spec: str) -> Any:
     except OSError as err:
         raise ModelLoadError(f"Could not open model '{spec}': {str(err).splitlines()[0]}") from err
     except ValueError as err:
-        raise ModelLoadError(f"Model '{spec}' cannot be loaded without running its own code: {err}") from err
-    if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING:
+        if "trust_remote_code" in str(err):
+            raise ModelLoadError(f"Model '{spec}' needs to run its own code, which Sinkscope never does.") from err
+        raise ModelLoadError(f"Could not open model '{spec}': {str(err).splitlines()[0]}") from err
+    causal_names = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
+    declared = getattr(config, "architectures", None) or []
+    is_causal = (
+        any(name in causal_names for name in declared) if declared else type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
+    )
+    if not is_causal:
         raise ModelLoadError(f"Model '{spec}' is a {config.model_type} model, not a causal language model.")
     return config
 
@@ -195,7 +211,12 @@ def model_info(model: Any, name: str, label: str) -> ModelInfo:
     )
 
 
-def load_model(spec: str, device: str = "auto", dtype: str = "auto", progress: Progress | None = None) -> LoadedModel:
+def load_model(
+    spec: str,
+    device: str = "auto",
+    dtype: str = "auto",
+    progress: Progress | None = None,
+) -> LoadedModel:
     """Open a bundled model key, a local model directory or a hub id, ready for ``analyze``."""
     progress = progress or log.info
     attention.register()
@@ -206,7 +227,10 @@ def load_model(spec: str, device: str = "auto", dtype: str = "auto", progress: P
     progress(f"Loading {label} on {device}…")
     try:
         model = AutoModelForCausalLM.from_pretrained(
-            source, dtype=torch_dtype, attn_implementation=attention.ATTENTION_NAME, trust_remote_code=False
+            source,
+            dtype=torch_dtype,
+            attn_implementation=attention.ATTENTION_NAME,
+            trust_remote_code=False,
         )
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     except (OSError, ValueError, ImportError) as err:

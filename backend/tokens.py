@@ -9,7 +9,13 @@ from backend.errors import InputError, TokenLimitError
 WHITESPACE_MARKERS = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
 
-def encode(tokenizer: Any, text: str, limit: int, truncate: bool = False, add_bos: bool | None = None) -> list[int]:
+def encode(
+    tokenizer: Any,
+    text: str,
+    limit: int,
+    truncate: bool = False,
+    add_bos: bool | None = None,
+) -> list[int]:
     """Token ids of ``text``; ``add_bos`` None follows the tokenizer's own default.
 
     Over ``limit`` tokens this raises TokenLimitError unless ``truncate`` keeps the first ``limit``.

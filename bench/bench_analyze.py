@@ -15,35 +15,38 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import torch  # noqa: E402
 from pydoc_data.topics import topics  # noqa: E402  (long English text that ships with Python)
-from transformers import AutoModelForCausalLM  # noqa: E402
+
+import torch  # noqa: E402
+from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 from backend.capture import analyze_ids  # noqa: E402
-from backend.models import DEFAULT_MODEL, LoadedModel, load_model  # noqa: E402
+from backend.models import DEFAULT_MODEL, LoadedModel, dequantized_dir, load_model  # noqa: E402
 
 
-def token_ids(loaded: LoadedModel, n_tokens: int) -> list[int]:
+def token_ids(tokenizer: object, n_tokens: int) -> list[int]:
     text = "\n".join(topics.values())
-    return loaded.tokenizer(text, add_special_tokens=False)["input_ids"][:n_tokens]
+    return tokenizer(text, add_special_tokens=False)["input_ids"][:n_tokens]
 
 
-def sdpa_twin(loaded: LoadedModel) -> torch.nn.Module:
+def sdpa_model() -> torch.nn.Module:
     """The same weights under transformers' own SDPA attention, as a user would run them."""
-    source = loaded.model.config._name_or_path
-    return AutoModelForCausalLM.from_pretrained(source, attn_implementation="sdpa").eval()
+    return AutoModelForCausalLM.from_pretrained(dequantized_dir(DEFAULT_MODEL), attn_implementation="sdpa").eval()
 
 
-def plain_forward(model: torch.nn.Module, ids: list[int]) -> None:
+def forward(model: torch.nn.Module, ids: list[int], logits: bool) -> None:
+    """A plain forward: the whole model (with the LM head's logits) or only its decoder stack."""
     with torch.inference_mode():
-        model.base_model(input_ids=torch.tensor([ids]), use_cache=False)
+        (model if logits else model.base_model)(input_ids=torch.tensor([ids]), use_cache=False)
 
 
-def seconds(run: object) -> float:
+def seconds(run: Callable[[], object]) -> float:
     start = time.perf_counter()
     run()
     return time.perf_counter() - start
@@ -55,12 +58,12 @@ def peak_rss_gb() -> float:
 
 def worker(mode: str, n_tokens: int) -> None:
     """One fresh process, one run: prints its peak memory."""
-    loaded = load_model(DEFAULT_MODEL)
-    ids = token_ids(loaded, n_tokens)
     if mode == "plain":
-        plain_forward(sdpa_twin(loaded), ids)
+        tokenizer = AutoTokenizer.from_pretrained(dequantized_dir(DEFAULT_MODEL))
+        forward(sdpa_model(), token_ids(tokenizer, n_tokens), logits=True)
     else:
-        analyze_ids(loaded, ids)
+        loaded = load_model(DEFAULT_MODEL)
+        analyze_ids(loaded, token_ids(loaded.tokenizer, n_tokens))
     print(json.dumps({"peak_gb": peak_rss_gb()}))
 
 
@@ -68,6 +71,20 @@ def peak_of(mode: str, n_tokens: int) -> float:
     cmd = [sys.executable, __file__, "--worker", mode, "--tokens", str(n_tokens)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])["peak_gb"]
+
+
+def measure(loaded: LoadedModel, sdpa: torch.nn.Module, ids: list[int], repeats: int) -> dict[str, float]:
+    """Median seconds of each way to run the text, interleaved so they share the machine's noise."""
+    runs = {
+        "full": partial(forward, sdpa, ids, True),
+        "stack": partial(forward, sdpa, ids, False),
+        "analyze": partial(analyze_ids, loaded, ids),
+    }
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            times[name].append(seconds(run))
+    return {name: statistics.median(values) for name, values in times.items()}
 
 
 def main() -> None:
@@ -80,21 +97,19 @@ def main() -> None:
         worker(args.worker, int(args.tokens))
         return
     loaded = load_model(DEFAULT_MODEL)
-    twin = sdpa_twin(loaded)
+    sdpa = sdpa_model()
+    forward(sdpa, token_ids(loaded.tokenizer, 64), logits=True)  # warm-up
     print(f"model: {loaded.info.badge()}; torch threads: {torch.get_num_threads()}")
-    print("| T | plain SDPA forward (s) | analyze (s) | ratio | peak plain (GB) | peak analyze (GB) |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("plain = model(ids) with SDPA, logits included; stack = the decoder stack only (what analyze runs)")
+    columns = ["T", "plain (s)", "stack (s)", "analyze (s)", "analyze/plain", "analyze/stack", "peak plain (GB)"]
+    print("| " + " | ".join([*columns, "peak analyze (GB)"]) + " |")
+    print("|" + "---:|" * (len(columns) + 1))
     for n_tokens in map(int, args.tokens.split(",")):
-        ids = token_ids(loaded, n_tokens)
-        repeats = args.repeats if n_tokens <= 2048 else 1
-        plain_forward(twin, ids[:64])  # warm-up
-        plain, full = [], []
-        for _ in range(repeats):
-            plain.append(seconds(lambda: plain_forward(twin, ids)))
-            full.append(seconds(lambda: analyze_ids(loaded, ids)))
-        p, a = statistics.median(plain), statistics.median(full)
+        ids = token_ids(loaded.tokenizer, n_tokens)
+        t = measure(loaded, sdpa, ids, args.repeats if n_tokens <= 2048 else 1)
         print(
-            f"| {len(ids)} | {p:.2f} | {a:.2f} | {a / p:.2f} | "
+            f"| {len(ids)} | {t['full']:.2f} | {t['stack']:.2f} | {t['analyze']:.2f} | "
+            f"{t['analyze'] / t['full']:.2f} | {t['analyze'] / t['stack']:.2f} | "
             f"{peak_of('plain', n_tokens):.2f} | {peak_of('analyze', n_tokens):.2f} |",
             flush=True,
         )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -28,7 +30,8 @@ def build_tiny(name: str, implementation: str) -> torch.nn.Module:
     """A random tiny model; the same seed gives the same weights for every attention implementation."""
     attention.register()
     torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(TINY_CONFIGS[name], attn_implementation=implementation)
+    config = copy.deepcopy(TINY_CONFIGS[name])  # from_config writes the implementation into its config
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=implementation)
     return model.eval().requires_grad_(False)
 
 

@@ -1,0 +1,164 @@
+"""Captured attention and metrics against Hugging Face's own eager attention."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForCausalLM
+
+from backend import attention, metrics
+from backend.capture import analyze, analyze_ids, attention_maps
+from backend.models import DEFAULT_MODEL, dequantized_dir
+from tests.conftest import TINY_CONFIGS, build_tiny, tiny_loaded
+
+N_TOKENS = 150  # spans several query chunks of the chunked attention
+
+
+@pytest.fixture
+def long_ids() -> list[int]:
+    return np.random.default_rng(2).integers(0, 96, size=N_TOKENS).tolist()
+
+
+def eager_reference(name: str, ids: list[int]) -> object:
+    model = build_tiny(name, "eager")
+    with torch.no_grad():
+        return model(torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
+
+
+def independent_value_norms(name: str, hidden: torch.Tensor, layer: int) -> np.ndarray:
+    """n[h, j] = ||v_j^h W_O^h|| straight from the weights, (head, key_pos)."""
+    model = build_tiny(name, "eager")
+    config = TINY_CONFIGS[name]
+    n_heads = config.num_attention_heads
+    with torch.no_grad():
+        if name == "gpt2":
+            block = model.transformer.h[layer]
+            v = block.attn.c_attn(block.ln_1(hidden))[0].split(config.n_embd, dim=-1)[2]  # (token, d_model)
+            head_dim = config.n_embd // n_heads
+            v = v.reshape(-1, n_heads, head_dim)  # (token, head, head_dim)
+            w_out = block.attn.c_proj.weight.reshape(n_heads, head_dim, -1)  # (head, head_dim, d_model)
+            out = torch.einsum("thd,hdm->htm", v, w_out)
+        else:
+            block = model.model.layers[layer]
+            head_dim = config.hidden_size // n_heads
+            v = block.self_attn.v_proj(block.input_layernorm(hidden))[0]
+            v = v.reshape(-1, config.num_key_value_heads, head_dim)  # (token, kv_head, head_dim)
+            v = v.repeat_interleave(n_heads // config.num_key_value_heads, dim=1)  # (token, head, head_dim)
+            w_out = block.self_attn.o_proj.weight.reshape(-1, n_heads, head_dim)  # (d_model, head, head_dim)
+            out = torch.einsum("thd,mhd->htm", v, w_out)
+    return out.norm(dim=-1).numpy()
+
+
+@pytest.mark.parametrize("name", list(TINY_CONFIGS))
+def test_captured_maps_equal_hugging_face_eager(name: str, long_ids: list[int]) -> None:
+    reference = eager_reference(name, long_ids)
+    loaded = tiny_loaded(name)
+    for layer, expected in enumerate(reference.attentions):
+        maps = attention_maps(loaded, long_ids, layer).weights
+        assert maps.shape == expected[0].shape
+        assert np.abs(maps - expected[0].numpy()).max() <= 1e-5
+        np.testing.assert_allclose(maps.sum(-1), 1.0, atol=1e-5)
+        assert np.triu(maps, k=1).max() == 0.0
+
+
+@pytest.mark.parametrize("name", ["llama-gqa", "gpt2"])
+def test_value_norms_equal_an_independent_computation(name: str, long_ids: list[int]) -> None:
+    reference = eager_reference(name, long_ids)
+    loaded = tiny_loaded(name)
+    for layer in range(TINY_CONFIGS[name].num_hidden_layers):
+        expected = independent_value_norms(name, reference.hidden_states[layer], layer)
+        np.testing.assert_allclose(attention_maps(loaded, long_ids, layer).value_norms, expected, rtol=1e-4)
+
+
+@pytest.mark.parametrize("name", list(TINY_CONFIGS))
+def test_chunked_head_metrics_equal_metrics_of_the_full_maps(name: str, long_ids: list[int]) -> None:
+    reference = eager_reference(name, long_ids)
+    loaded = tiny_loaded(name)
+    trace = analyze_ids(loaded, long_ids)
+    config = TINY_CONFIGS[name]
+    for layer, expected_maps in enumerate(reference.attentions):
+        sliding = getattr(config, "layer_types", [None] * 3)[layer] == "sliding_attention"
+        norms = attention_maps(loaded, long_ids, layer).value_norms
+        window = config.sliding_window if sliding else None
+        expected = metrics.head_scores(expected_maps[0].numpy(), norms, window=window)
+        for metric in metrics.HEAD_METRICS:
+            np.testing.assert_allclose(trace.heads[metric][layer], expected[metric], atol=1e-5, err_msg=metric)
+
+
+@pytest.mark.parametrize("name", ["llama-gqa", "gemma3-sliding"])
+def test_residual_stream_is_each_decoder_layers_output_before_the_final_norm(name: str, long_ids: list[int]) -> None:
+    reference = eager_reference(name, long_ids)
+    trace = analyze_ids(tiny_loaded(name), long_ids)
+    n_layers = TINY_CONFIGS[name].num_hidden_layers
+    assert trace.residual.shape == (
+        n_layers + 1,
+        N_TOKENS,
+        TINY_CONFIGS[name].hidden_size,
+    )
+    for layer in range(n_layers):  # Hugging Face's entries 0..L-1 are h^0..h^{L-1}
+        np.testing.assert_allclose(trace.residual[layer], reference.hidden_states[layer][0].numpy(), atol=1e-5)
+    assert not np.allclose(
+        trace.residual[n_layers],
+        reference.hidden_states[n_layers][0].numpy(),
+        atol=1e-3,
+    )
+
+
+def test_trace_is_immutable(random_ids: list[int]) -> None:
+    trace = analyze_ids(tiny_loaded("llama-gqa"), random_ids)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        trace.model = "other"  # type: ignore[misc]
+    with pytest.raises(ValueError):
+        trace.heads["sink"][0, 0] = 1.0
+    with pytest.raises(ValueError):
+        trace.residual[0, 0, 0] = 1.0
+
+
+def test_trace_tables_have_one_row_per_head_and_layer(random_ids: list[int]) -> None:
+    trace = analyze_ids(tiny_loaded("gpt2"), random_ids)
+    rows = trace.head_rows()
+    assert len(rows) == 3 * 4
+    assert rows[5]["layer"] == 1 and rows[5]["head"] == 1
+    assert rows[5]["sink"] == pytest.approx(trace.heads["sink"][1, 1])
+    assert [row["layer"] for row in trace.layer_rows()] == [0, 1, 2, 3]
+
+
+def test_one_token_gives_nan_scores_not_an_error() -> None:
+    trace = analyze_ids(tiny_loaded("llama-gqa"), [5])
+    assert np.isnan(trace.heads["sink"]).all()
+    assert (trace.heads["kind"] == "mixed").all()
+
+
+def test_outside_a_recording_the_attention_function_is_plain_sdpa(
+    random_ids: list[int],
+) -> None:
+    ours = tiny_loaded("llama-gqa").model
+    sdpa = build_tiny("llama-gqa", "sdpa")
+    ids = torch.tensor([random_ids])
+    with torch.no_grad():
+        np.testing.assert_allclose(ours(ids).logits.numpy(), sdpa(ids).logits.numpy(), atol=1e-5)
+
+
+def test_bundled_model_maps_equal_hugging_face_eager(smollm2: object) -> None:
+    text = "The first token of a text soaks up attention that has nowhere else to go."
+    trace = analyze(smollm2, text)
+    eager = AutoModelForCausalLM.from_pretrained(dequantized_dir(DEFAULT_MODEL), attn_implementation="eager").eval()
+    with torch.no_grad():
+        reference = eager(torch.tensor([trace.token_ids]), output_attentions=True)
+    for layer in (0, 5, 29):
+        maps = attention_maps(smollm2, trace.token_ids, layer).weights
+        assert np.abs(maps - reference.attentions[layer][0].numpy()).max() <= 1e-5
+        expected = metrics.head_scores(reference.attentions[layer][0].numpy())
+        np.testing.assert_allclose(trace.heads["sink"][layer], expected["sink"], atol=1e-5)
+    assert trace.sink_rate(0.3) > 50  # SmolLM2 is a strong-sink model
+
+
+def test_register_is_idempotent() -> None:
+    attention.register()
+    attention.register()
+    from transformers import AttentionInterface
+
+    assert AttentionInterface._global_mapping[attention.ATTENTION_NAME] is attention.sinkscope_attention

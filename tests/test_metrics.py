@@ -1,0 +1,123 @@
+"""Every metric of shared/metrics.md on hand-built inputs whose answer is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from backend import metrics
+
+
+def causal_uniform(n: int) -> np.ndarray:
+    return np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]
+
+
+def all_on_first(n: int) -> np.ndarray:
+    a = np.zeros((n, n))
+    a[:, 0] = 1
+    return a
+
+
+def previous_token(n: int) -> np.ndarray:
+    a = np.zeros((n, n))
+    a[0, 0] = 1
+    a[np.arange(1, n), np.arange(n - 1)] = 1
+    return a
+
+
+def test_known_heads_get_known_scores() -> None:
+    maps = np.stack([all_on_first(6), np.eye(6), previous_token(6), causal_uniform(6)])
+    scores = metrics.head_scores(maps)
+    np.testing.assert_allclose(scores["sink"], [1, 0, 1 / 5, np.mean(1 / np.arange(2, 7))])
+    np.testing.assert_allclose(scores["diagonal"], [0, 1, 0, np.mean(1 / np.arange(2, 7))])
+    # previous_token starts at t=2, so the sink column of row 1 is not counted twice
+    np.testing.assert_allclose(scores["previous_token"], [0, 0, 1, np.mean(1 / np.arange(3, 7))])
+    np.testing.assert_allclose(scores["entropy"], [0, 0, 0, 1])
+    kinds = metrics.head_kinds(scores["sink"], scores["diagonal"], scores["previous_token"])
+    assert list(kinds) == ["sink", "diagonal", "previous_token", "mixed"]
+
+
+def test_value_sink_is_the_share_of_output_from_the_first_token() -> None:
+    maps = np.stack([causal_uniform(4)])
+    norms = np.array([[0.0, 1.0, 1.0, 1.0]])
+    assert metrics.head_scores(maps, norms)["value_sink"][0] == 0.0  # attends to a zero value: reads nothing
+    norms = np.array([[3.0, 1.0, 1.0, 1.0]])
+    expected = np.mean([3 / (3 + 1), 3 / (3 + 2), 3 / (3 + 3)])
+    assert metrics.head_scores(maps, norms)["value_sink"][0] == pytest.approx(expected)
+
+
+def test_entropy_is_normalized_by_the_visible_keys_of_a_sliding_window() -> None:
+    n, window = 8, 3
+    a = np.zeros((n, n))
+    for t in range(n):
+        lo = max(0, t - window + 1)
+        a[t, lo : t + 1] = 1 / (t + 1 - lo)
+    assert metrics.head_scores(a[None], window=window)["entropy"][0] == pytest.approx(1.0)
+    assert metrics.head_scores(a[None])["entropy"][0] < 1.0
+
+
+def test_previous_token_is_nan_for_two_tokens() -> None:
+    assert np.isnan(metrics.head_scores(np.eye(2)[None])["previous_token"][0])
+
+
+def test_sink_rate_counts_heads_strictly_above_eps() -> None:
+    sink = np.array([[0.1, 0.3, 0.31], [0.9, 0.0, 0.5]])
+    assert metrics.sink_rate(sink, 0.3) == pytest.approx(100 * 3 / 6)
+    assert metrics.sink_rate(sink, 0.0) == pytest.approx(100 * 5 / 6)
+
+
+def test_metrics_never_mutate_their_inputs() -> None:
+    rng = np.random.default_rng(0)
+    maps = rng.random((2, 5, 5))
+    norms = rng.random((2, 5))
+    h = rng.normal(size=(5, 7)).astype(np.float32)
+    copies = [maps.copy(), norms.copy(), h.copy()]
+    metrics.head_scores(maps, norms)
+    metrics.layer_scores(h)
+    metrics.token_cosine(h, standardize=True)
+    for before, after in zip(copies, [maps, norms, h], strict=True):
+        np.testing.assert_array_equal(before, after)
+
+
+def test_layer_scores_on_a_hand_built_hidden_state() -> None:
+    h = np.full((4, 500), 0.01, dtype=np.float32)
+    h[0, 7] = -2000.0  # one massive activation on the first token
+    h[2, 3] = 150.0  # over 100 but also over 1000 x median (0.01): massive too
+    h[1, 5] = 5.0
+    scores = metrics.layer_scores(h)
+    assert scores["top1"] == pytest.approx(2000.0)
+    assert scores["top2"] == pytest.approx(150.0)
+    assert scores["top3"] == pytest.approx(5.0)
+    assert scores["median_abs"] == pytest.approx(0.01)
+    assert scores["massive"] == 2
+    assert scores["massive_list"][0] == (0, 7, -2000.0)
+    norms = np.linalg.norm(h, axis=1)
+    assert scores["first_norm_ratio"] == pytest.approx(norms[0] / np.median(norms), rel=1e-5)
+
+
+def test_median_is_numpys_mean_of_the_two_middle_values() -> None:
+    h = np.array([[1.0, 2.0], [3.0, 10.0]], dtype=np.float32)
+    assert metrics.layer_scores(h)["median_abs"] == pytest.approx(2.5)
+
+
+def test_token_cosine_matches_the_pairwise_definition() -> None:
+    h = np.random.default_rng(3).normal(size=(6, 5))
+    u = h[1:] / np.linalg.norm(h[1:], axis=1, keepdims=True)
+    cos = u @ u.T
+    pairs = cos[~np.eye(5, dtype=bool)]
+    assert metrics.token_cosine(h) == pytest.approx(pairs.mean())
+    identical = np.tile(h[1], (6, 1))
+    assert metrics.token_cosine(identical) == pytest.approx(1.0)
+
+
+def test_standardized_token_cosine_removes_a_shared_massive_channel() -> None:
+    rng = np.random.default_rng(4)
+    h = rng.normal(size=(50, 16))
+    h[:, 0] += 1000.0  # one channel dominates every raw cosine
+    assert metrics.token_cosine(h) > 0.99
+    assert abs(metrics.token_cosine(h, standardize=True)) < 0.1
+
+
+def test_bos_cosine_is_negative_when_the_first_token_points_away() -> None:
+    h = np.array([[-1.0, 0.0], [1.0, 0.1], [1.0, -0.1], [1.0, 0.0]])
+    assert metrics.bos_cosine(h) < -0.99

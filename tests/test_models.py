@@ -1,0 +1,149 @@
+"""Loading models from every source, and the errors a user can run into."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+from backend.capture import analyze
+from backend.errors import InputError, ModelLoadError, TokenLimitError
+from backend.models import BUNDLED, LoadedModel, load_model
+from backend.tokens import display_tokens, encode, token_labels
+from tests.conftest import build_tiny
+
+WORDS = [
+    "<unk>",
+    "<s>",
+    "the",
+    "sink",
+    "takes",
+    "attention",
+    "a",
+    "head",
+    ".",
+    "&",
+    "<b>",
+]
+
+
+def word_tokenizer() -> PreTrainedTokenizerFast:
+    vocab = {word: i for i, word in enumerate(WORDS)}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>")
+
+
+@pytest.fixture
+def local_model_dir(tmp_path: Path) -> Path:
+    build_tiny("llama-gqa", "eager").save_pretrained(tmp_path)
+    word_tokenizer().save_pretrained(tmp_path)
+    return tmp_path
+
+
+def test_a_local_directory_loads_and_analyzes(local_model_dir: Path) -> None:
+    loaded = load_model(str(local_model_dir))
+    assert loaded.info.n_layers == 3 and loaded.info.n_heads == 4 and loaded.info.n_kv_heads == 2
+    assert loaded.info.device == "cpu" and loaded.info.dtype == "float32"
+    trace = analyze(loaded, "the sink takes the attention .")
+    assert trace.tokens == ("the", "sink", "takes", "the", "attention", ".")
+    assert trace.heads["sink"].shape == (3, 4)
+    assert np.isfinite(trace.heads["sink"]).all()
+
+
+def test_bos_toggle_moves_what_comes_first(local_model_dir: Path) -> None:
+    loaded = load_model(str(local_model_dir))
+    assert analyze(loaded, "the sink", add_bos=True).tokens[0] == "<s>"
+    assert analyze(loaded, "the sink", add_bos=False).tokens[0] == "the"
+
+
+def test_token_limit_refuses_or_truncates(local_model_dir: Path) -> None:
+    loaded = load_model(str(local_model_dir))
+    with pytest.raises(TokenLimitError) as err:
+        analyze(loaded, "the sink " * 10, max_tokens=5)
+    assert err.value.n_tokens == 20 and err.value.limit == 5
+    assert analyze(loaded, "the sink " * 10, max_tokens=5, truncate=True).n_tokens == 5
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t "])
+def test_empty_text_is_refused_with_a_message(local_model_dir: Path, text: str) -> None:
+    with pytest.raises(InputError, match="empty"):
+        analyze(load_model(str(local_model_dir)), text)
+
+
+def test_a_model_that_is_not_a_causal_lm_is_refused(tmp_path: Path) -> None:
+    BertModel(
+        BertConfig(
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+        )
+    ).save_pretrained(tmp_path)
+    with pytest.raises(ModelLoadError, match="bert model, not a causal language model"):
+        load_model(str(tmp_path))
+
+
+def test_an_unknown_model_names_the_choices() -> None:
+    with pytest.raises(ModelLoadError, match="smollm2-135m"):
+        load_model("no such model")
+
+
+def test_an_empty_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ModelLoadError, match="Could not open"):
+        load_model(str(tmp_path))
+
+
+def test_an_unknown_dtype_is_refused(local_model_dir: Path) -> None:
+    with pytest.raises(ModelLoadError, match="dtype"):
+        load_model(str(local_model_dir), dtype="int3")
+
+
+def test_the_bundled_gguf_loads_with_an_honest_label(smollm2: LoadedModel) -> None:
+    assert smollm2.info.label == "SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized to float32)"
+    assert (smollm2.info.n_layers, smollm2.info.n_heads, smollm2.info.n_kv_heads) == (
+        30,
+        9,
+        3,
+    )
+    assert "sinkscope" in smollm2.info.badge() and "cpu" in smollm2.info.badge()
+    assert smollm2.model.config.get_text_config()._attn_implementation == "sinkscope"
+
+
+def test_the_bundled_model_predicts_sensible_text(smollm2: LoadedModel) -> None:
+    import torch
+
+    ids = smollm2.tokenizer("The capital of France is", return_tensors="pt").input_ids
+    with torch.no_grad():
+        next_id = smollm2.model(ids).logits[0, -1].argmax().item()
+    assert smollm2.tokenizer.decode([next_id]).strip() == "Paris"
+
+
+@pytest.mark.skipif(not BUNDLED["gemma3-270m"].installed(), reason="optional package: make gemma")
+def test_gemma3_loads_and_its_sliding_layers_are_honoured() -> None:
+    loaded = load_model("gemma3-270m")
+    trace = analyze(loaded, "Gemma alternates sliding-window and global attention layers. " * 3)
+    assert trace.tokens[0] == "<bos>"
+    assert trace.heads["sink"].shape == (loaded.info.n_layers, loaded.info.n_heads)
+    assert np.isfinite(trace.heads["entropy"]).all()
+
+
+def test_display_tokens_mark_whitespace_and_keep_repeats_distinct(
+    smollm2: LoadedModel,
+) -> None:
+    ids = encode(smollm2.tokenizer, "a a\n\tb", limit=100)
+    tokens = display_tokens(smollm2.tokenizer, ids)
+    assert "".join(tokens).replace("␣", " ").replace("↵", "\n").replace("⇥", "\t") == "a a\n\tb"
+    labels = token_labels(tokens)
+    assert len(set(labels)) == len(labels)
+
+
+def test_markup_in_tokens_stays_text(smollm2: LoadedModel) -> None:
+    tokens = display_tokens(
+        smollm2.tokenizer,
+        encode(smollm2.tokenizer, "<script>alert(1)</script>", limit=100),
+    )
+    assert "".join(tokens) == "<script>alert(1)</script>"
