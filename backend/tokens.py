@@ -23,11 +23,10 @@ def encode(
     if not text or not text.strip():
         raise InputError("The text is empty: type or paste some text to analyze.")
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
-    bos = tokenizer.bos_token_id
     if add_bos is None:
-        add_bos = bos is not None and tokenizer("a")["input_ids"][:1] == [bos]
-    if add_bos and bos is not None:
-        ids = [bos, *ids]
+        add_bos = adds_bos_by_default(tokenizer)
+    if add_bos and has_bos(tokenizer):
+        ids = [tokenizer.bos_token_id, *ids]
     if len(ids) > limit:
         if not truncate:
             raise TokenLimitError(len(ids), limit)
@@ -38,6 +37,11 @@ def encode(
 def has_bos(tokenizer: Any) -> bool:
     """Whether a BOS token exists to prepend."""
     return tokenizer is not None and tokenizer.bos_token_id is not None
+
+
+def adds_bos_by_default(tokenizer: Any) -> bool:
+    """Whether the tokenizer itself starts every text with its BOS token (Gemma does, SmolLM2 does not)."""
+    return has_bos(tokenizer) and tokenizer("a")["input_ids"][:1] == [tokenizer.bos_token_id]
 
 
 def display_token(tokenizer: Any, token_id: int) -> str:

