@@ -123,4 +123,3 @@ def current_trace(request: Request | None) -> Trace | None:
     except SinkscopeError as err:
         st.error(str(err))
     return None
-
