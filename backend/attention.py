@@ -34,9 +34,13 @@ class Recorder:
     reduce: bool = True
     maps_of: frozenset[int] = frozenset()
     stop_after: int | None = None
+    pool: int | None = None  # also keep every layer's maps max-pooled to pool x pool
+    residual: list[torch.Tensor | None] | None = None  # h^0..h^L, filled by capture's hooks
     sums: dict[str, dict[int, torch.Tensor]] = field(default_factory=lambda: {k: {} for k in HEAD_SUMS})
     maps: dict[int, torch.Tensor] = field(default_factory=dict)
     norms: dict[int, torch.Tensor] = field(default_factory=dict)
+    first_value_ratio: dict[int, torch.Tensor] = field(default_factory=dict)
+    thumbnails: dict[int, torch.Tensor] = field(default_factory=dict)
     masks: dict[tuple, MaskFacts] = field(default_factory=dict)
 
     def mask_facts(
@@ -54,6 +58,11 @@ class Recorder:
 
 
 _current: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("sinkscope_recorder", default=None)
+
+
+def current_recorder() -> Recorder | None:
+    """The recorder of the forward pass running in this thread, if any."""
+    return _current.get()
 
 
 @contextmanager
@@ -129,7 +138,8 @@ def sinkscope_attention(
     layer = getattr(module, "layer_idx", None)
     reduce = recorder is not None and recorder.reduce
     keep = recorder is not None and layer in recorder.maps_of
-    if not (reduce or keep) and softcap is None:
+    pool = recorder.pool if recorder is not None else None
+    if not (reduce or keep or pool) and softcap is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     if query.shape[0] != 1:
         raise ValueError("sinkscope attention analyzes one sequence at a time (batch size 1)")
@@ -140,10 +150,16 @@ def sinkscope_attention(
         facts = MaskFacts.of(attention_mask, n_queries, n_keys, query.device)
     reducer = _Reducer(module, value, n_heads, facts) if reduce else None
     maps = torch.zeros(n_heads, n_queries, n_keys, device=query.device) if keep else None
+    thumbs = torch.zeros(n_heads, min(pool, n_queries), min(pool, n_keys), device=query.device) if pool else None
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-    out = _chunked(query * scaling, key, value, facts, softcap, reducer, maps)
+    out = _chunked(query * scaling, key, value, facts, softcap, reducer, maps, thumbs)
+    if thumbs is not None:
+        recorder.thumbnails[layer] = thumbs
     if reducer is not None:
         reducer.store(recorder.sums, layer)
+        if n_keys > 1:
+            norms = reducer.norms.reshape(n_heads, n_keys).double()  # (head, key_pos)
+            recorder.first_value_ratio[layer] = norms[:, 0] / norms[:, 1:].quantile(0.5, dim=-1)
     if keep:
         recorder.maps[layer] = maps
         recorder.norms[layer] = value_norms(module, value, n_heads).reshape(n_heads, n_keys)  # (head, key_pos)
@@ -160,8 +176,12 @@ def _chunked(
     softcap: float | None,
     reducer: _Reducer | None,
     maps: torch.Tensor | None,
+    thumbs: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """softmax(q k' + mask) v for pre-scaled queries, CHUNK_ROWS query rows at a time."""
+    """softmax(q k' + mask) v for pre-scaled queries, CHUNK_ROWS query rows at a time.
+
+    Fills ``maps`` (head, query, key) and max-pools into ``thumbs`` (head, rows, cols) when given.
+    """
     n_heads, n_queries, n_kv, n_keys = (
         query.shape[1],
         query.shape[2],
@@ -195,7 +215,20 @@ def _chunked(
             reducer.add(weights, scores, mixed, q0 + offset)
         if maps is not None:
             maps[:, q0:q1, :end] = weights.reshape(n_heads, rows, end)  # (head, rows, keys)
+        if thumbs is not None:
+            _max_pool_into(thumbs, weights.reshape(n_heads, rows, end), q0, n_queries, n_keys)
     return out.reshape(1, n_heads, n_queries, head_dim).transpose(1, 2).contiguous()  # (1, query_pos, head, d)
+
+
+def _max_pool_into(thumbs: torch.Tensor, weights: torch.Tensor, first_row: int, n_queries: int, n_keys: int) -> None:
+    """Max-pool rows ``first_row ..`` of (head, rows, keys) weights into (head, out_rows, out_cols)."""
+    n_heads, rows, end = weights.shape
+    out_rows, out_cols = thumbs.shape[1:]
+    col_bin = (torch.arange(end, device=weights.device) * out_cols) // n_keys
+    row_bin = (torch.arange(first_row, first_row + rows, device=weights.device) * out_rows) // n_queries
+    by_col = torch.zeros(n_heads, rows, out_cols, device=weights.device)
+    by_col.scatter_reduce_(2, col_bin.expand(n_heads, rows, end), weights, "amax")  # (head, rows, out_cols)
+    thumbs.scatter_reduce_(1, row_bin.view(1, -1, 1).expand(n_heads, rows, out_cols), by_col, "amax")
 
 
 class _Reducer:

@@ -7,10 +7,10 @@ reduces them as it goes, and ``attention_maps`` recomputes one layer's maps on d
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import threading
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -39,7 +39,7 @@ class Trace:
     model: str
     token_ids: tuple[int, ...]
     tokens: tuple[str, ...]
-    heads: dict[str, np.ndarray]  # metric -> (layer, head); "kind" -> object array
+    heads: dict[str, np.ndarray]  # metric -> (layer, head); "kind" -> object array; also "value_norm_ratio"
     layers: dict[str, np.ndarray]  # metric -> (layer + 1,), h^0 = embeddings
     massive: tuple[tuple[int, int, int, float], ...]  # (layer, token, channel, value)
     residual: np.ndarray  # (layer + 1, token, d_model), float32
@@ -89,27 +89,35 @@ def decoder_layers(model: Any) -> torch.nn.ModuleList:
     raise ModelLoadError(f"Cannot find the {n_layers} decoder layers of {type(model).__name__}.")
 
 
-@contextmanager
-def residual_hooks(model: Any, store: list[torch.Tensor | None]) -> Iterator[None]:
-    """Fill store[0] with h^0 (the first block's input) and store[l] with block l's output."""
-    layers = decoder_layers(model)
+def _take_input(_module: Any, args: tuple, kwargs: dict) -> None:
+    recorder = attention.current_recorder()
+    if recorder is not None and recorder.residual is not None:
+        recorder.residual[0] = args[0] if args else kwargs["hidden_states"]
 
-    def take_input(_module: Any, args: tuple, kwargs: dict) -> None:
-        store[0] = args[0] if args else kwargs["hidden_states"]
 
-    def take_output(index: int) -> Any:
-        def hook(_module: Any, _args: tuple, output: Any) -> None:
-            store[index] = output[0] if isinstance(output, tuple) else output
+def _take_output(index: int, _module: Any, _args: tuple, output: Any) -> None:
+    recorder = attention.current_recorder()
+    if recorder is not None and recorder.residual is not None:
+        recorder.residual[index] = output[0] if isinstance(output, tuple) else output
 
-        return hook
 
-    handles = [layers[0].register_forward_pre_hook(take_input, with_kwargs=True)]
-    handles += [layer.register_forward_hook(take_output(i + 1)) for i, layer in enumerate(layers)]
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
+_install_lock = threading.Lock()
+
+
+def install_residual_hooks(model: Any) -> None:
+    """Hooks that copy h^0 and each block's output into the calling thread's recorder; no-ops otherwise.
+
+    Installed once per model and kept: hooks added per call to a model shared by Streamlit's threads
+    would also capture the forward pass another session runs at the same time.
+    """
+    with _install_lock:
+        if getattr(model, "_sinkscope_residual_hooks", False):
+            return
+        layers = decoder_layers(model)
+        layers[0].register_forward_pre_hook(_take_input, with_kwargs=True)
+        for index, layer in enumerate(layers, start=1):
+            layer.register_forward_hook(partial(_take_output, index))
+        model._sinkscope_residual_hooks = True
 
 
 def _run(loaded: LoadedModel, ids: list[int], recorder: attention.Recorder) -> None:
@@ -136,6 +144,10 @@ def _head_metrics(recorder: attention.Recorder, n_layers: int, n_tokens: int) ->
         total = torch.stack([recorder.sums[name][layer] for layer in range(n_layers)])  # (layer, head)
         heads[name] = _frozen((total / count).numpy() if count > 0 else np.full(total.shape, np.nan))
     heads["kind"] = _frozen(metrics.head_kinds(heads["sink"], heads["diagonal"], heads["previous_token"]))
+    # n_0 / median_{j>=1} n_j: how much the first token's value would write if it were read
+    missing_ratio = torch.full(heads["sink"].shape[1:], float("nan"), dtype=torch.float64)
+    ratio = [recorder.first_value_ratio.get(layer, missing_ratio) for layer in range(n_layers)]
+    heads["value_norm_ratio"] = _frozen(torch.stack(ratio).numpy())  # (layer, head)
     return heads
 
 
@@ -153,11 +165,10 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
     if not ids:
         raise ValueError("no tokens to analyze")
     n_layers = loaded.info.n_layers
-    store: list[torch.Tensor | None] = [None] * (n_layers + 1)
-    recorder = attention.Recorder()
-    with residual_hooks(loaded.model, store):
-        _run(loaded, ids, recorder)
-    residual = torch.stack([h[0] for h in store]).float().cpu().numpy()  # (layer + 1, token, d_model)
+    install_residual_hooks(loaded.model)
+    recorder = attention.Recorder(residual=[None] * (n_layers + 1))
+    _run(loaded, ids, recorder)
+    residual = torch.stack([h[0] for h in recorder.residual]).float().cpu().numpy()  # (layer + 1, token, d_model)
     layers, massive = _layer_metrics(residual)
     tokens = display_tokens(loaded.tokenizer, ids) if loaded.tokenizer is not None else tuple(map(str, ids))
     return Trace(
@@ -206,3 +217,11 @@ def attention_maps(loaded: LoadedModel, ids: tuple[int, ...] | list[int], layer:
     _run(loaded, list(ids), recorder)
     weights = _frozen(recorder.maps[layer].cpu().numpy())
     return LayerMaps(layer, weights, _frozen(recorder.norms[layer].cpu().numpy()))
+
+
+def thumbnails(loaded: LoadedModel, ids: tuple[int, ...] | list[int], size: int = 32) -> np.ndarray:
+    """Every head of every layer, max-pooled to at most size x size: (layer, head, rows, cols)."""
+    recorder = attention.Recorder(reduce=False, pool=size)
+    _run(loaded, list(ids), recorder)
+    n_layers = loaded.info.n_layers
+    return _frozen(torch.stack([recorder.thumbnails[layer] for layer in range(n_layers)]).cpu().numpy())

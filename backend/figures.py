@@ -5,10 +5,13 @@ Token strings are data, never markup: every label and hover text goes through ``
 
 from __future__ import annotations
 
+import base64
 import html
+import io
 
 import numpy as np
 import plotly.graph_objects as go
+from PIL import Image
 
 from backend.metrics import HEAD_METRICS
 
@@ -74,3 +77,131 @@ def fig_kind_counts(kinds: np.ndarray) -> go.Figure:
         legend={"orientation": "h", "y": -0.25},
     )
     return fig
+
+
+def pool_max(matrix: np.ndarray, max_cells: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Max-pool a (rows, cols) matrix to at most max_cells per side; NaN-aware.
+
+    Returns the pooled matrix and, per axis, the first index of every bin.
+    """
+    rows, cols = matrix.shape
+    row_starts = np.unique((np.arange(min(rows, max_cells)) * rows) // min(rows, max_cells))
+    col_starts = np.unique((np.arange(min(cols, max_cells)) * cols) // min(cols, max_cells))
+    filled = np.where(np.isnan(matrix), -np.inf, matrix)
+    pooled = np.maximum.reduceat(np.maximum.reduceat(filled, row_starts, axis=0), col_starts, axis=1)
+    return np.where(np.isinf(pooled), np.nan, pooled), row_starts, col_starts
+
+
+def bin_labels(starts: np.ndarray, length: int, labels: list[str]) -> list[str]:
+    """One label per bin: the token label when a bin holds one token, else ``first-last``."""
+    ends = np.append(starts[1:], length) - 1
+    return [labels[s] if s == e else f"{s}–{e}" for s, e in zip(starts, ends, strict=True)]
+
+
+def fig_attention(
+    matrix: np.ndarray,
+    row_labels: list[str],
+    col_labels: list[str],
+    title: str,
+    log_scale: bool = False,
+    max_cells: int = 256,
+) -> go.Figure:
+    """One head's (query, key) map with token labels; pooled (max) when larger than max_cells."""
+    pooled, row_starts, col_starts = pool_max(np.asarray(matrix, dtype=np.float64), max_cells)
+    rows = [escape(s) for s in bin_labels(row_starts, matrix.shape[0], row_labels)]
+    cols = [escape(s) for s in bin_labels(col_starts, matrix.shape[1], col_labels)]
+    shown = np.where(pooled > 0, np.log10(np.where(pooled > 0, pooled, 1)), np.nan) if log_scale else pooled
+    colorbar = {"title": {"text": "log10 weight" if log_scale else "weight"}}
+    heatmap = go.Heatmap(
+        z=shown.astype(np.float32),
+        x=cols,
+        y=rows,
+        colorscale="Blues",
+        zmin=-4 if log_scale else 0,
+        zmax=0 if log_scale else float(np.nanmax(pooled)) if np.isfinite(pooled).any() else 1,
+        colorbar=colorbar,
+        hovertemplate="query %{y}<br>key %{x}<br>" + ("log10 " if log_scale else "") + "weight %{z:.4f}<extra></extra>",
+        hoverongaps=False,
+    )
+    fig = go.Figure(heatmap)
+    pooled_note = f" (max-pooled to {len(rows)}x{len(cols)})" if len(rows) < matrix.shape[0] else ""
+    fig.update_layout(
+        title=title + pooled_note,
+        xaxis={"title": "key (attended to)", "type": "category", "tickangle": -60, "nticks": 40},
+        yaxis={"title": "query (attending)", "type": "category", "autorange": "reversed", "nticks": 40},
+        height=620,
+        margin={"l": 110, "r": 20, "t": 50, "b": 110},
+    )
+    return fig
+
+
+def thumbnail_image(thumbs: np.ndarray, gap: int = 2) -> np.ndarray:
+    """Tile (rows, cols, h, w) maps into one grayscale image, each tile scaled to its own maximum."""
+    n_rows, n_cols, h, w = thumbs.shape
+    peak = np.nanmax(thumbs, axis=(2, 3), keepdims=True)
+    scaled = np.nan_to_num(thumbs / np.where(peak > 0, peak, 1))
+    image = np.ones((n_rows * (h + gap) - gap, n_cols * (w + gap) - gap))
+    for r in range(n_rows):
+        for c in range(n_cols):
+            image[r * (h + gap) : r * (h + gap) + h, c * (w + gap) : c * (w + gap) + w] = 1 - scaled[r, c]
+    return (image * 255).astype(np.uint8)
+
+
+def fig_thumbnails(thumbs: np.ndarray, row_name: str, title: str) -> go.Figure:
+    """A grid of small maps as one compact PNG-encoded image (not one trace per head)."""
+    n_rows, n_cols, h, w = thumbs.shape
+    gap = 2
+    image = thumbnail_image(thumbs, gap)
+    fig = go.Figure(go.Image(source=png_data_url(image), hoverinfo="skip"))
+    step_y, step_x = h + gap, w + gap
+    fig.update_layout(
+        title=title,
+        xaxis={"title": "head", "tickvals": np.arange(n_cols) * step_x + w / 2, "ticktext": list(range(n_cols))},
+        yaxis={"title": row_name, "tickvals": np.arange(n_rows) * step_y + h / 2, "ticktext": list(range(n_rows))},
+        height=min(2400, max(300, n_rows * 40 + 120)),
+        margin={"l": 60, "r": 20, "t": 50, "b": 40},
+    )
+    return fig
+
+
+def png_data_url(image: np.ndarray) -> str:
+    """A grayscale uint8 image as a data: URL (PNG), so the browser gets kilobytes, not arrays."""
+    buffer = io.BytesIO()
+    Image.fromarray(image, mode="L").save(buffer, format="PNG", optimize=True)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def fig_depth_profile(heads: dict[str, np.ndarray], first_norm_ratio: np.ndarray) -> go.Figure:
+    """Per decoder layer: mean attention to the first token, and the first token's norm ratios (log axis)."""
+    n_layers = heads["sink"].shape[0]
+    layers = np.arange(n_layers)
+    fig = go.Figure()
+    fig.add_scatter(x=layers, y=np.nanmean(heads["sink"], 1), name="mean attention to the first token", yaxis="y")
+    fig.add_scatter(
+        x=layers,
+        y=first_norm_ratio[:n_layers],  # h^l: the residual stream entering decoder layer l
+        name="first token's hidden-state norm / median (entering the layer)",
+        yaxis="y2",
+    )
+    fig.add_scatter(
+        x=layers,
+        y=np.nanmean(heads["value_norm_ratio"], 1),
+        name="first token's value norm / median (mean over heads)",
+        yaxis="y2",
+        line={"dash": "dot"},
+    )
+    fig.update_layout(
+        title="Depth profile: the sink forms where the first token's state grows and its value shrinks",
+        xaxis={"title": "decoder layer", "dtick": 2},
+        yaxis={"title": "attention", "range": [0, 1]},
+        yaxis2={"title": "ratio (log)", "type": "log", "dtick": 1, "overlaying": "y", "side": "right"},
+        legend={"orientation": "h", "y": -0.25},
+        height=420,
+        margin={"l": 50, "r": 50, "t": 50, "b": 40},
+    )
+    return fig
+
+
+def figure_html(fig: go.Figure) -> str:
+    """A standalone page (plotly.js inlined) that opens offline."""
+    return fig.to_html(include_plotlyjs=True, full_html=True)

@@ -125,3 +125,31 @@ def layer_scores(h: np.ndarray) -> dict[str, object]:
         "token_cosine_std": token_cosine(h, standardize=True),
         "bos_cosine": bos_cosine(h),
     }
+
+
+def without_first_keys(maps: np.ndarray, k: int = 1) -> np.ndarray:
+    """Attention with the first ``k`` keys removed and each row renormalized over the rest.
+
+    Rows that put all their weight on the removed keys (and rows with no other key) become NaN:
+    their distribution over the remaining keys is undefined, not zero.
+    """
+    rest = np.asarray(maps, dtype=np.float64)[..., k:]
+    total = rest.sum(-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, rest / np.where(total > 0, total, 1.0), np.nan)
+
+
+def value_weighted(maps: np.ndarray, value_norms: np.ndarray) -> np.ndarray:
+    """A[t,j] n_j normalized per row: where each query's output actually comes from."""
+    weighted = np.asarray(maps, dtype=np.float64) * np.asarray(value_norms, dtype=np.float64)[..., None, :]
+    total = weighted.sum(-1, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, weighted / np.where(total > 0, total, 1.0), np.nan)
+
+
+def value_norm_ratio(value_norms: np.ndarray) -> np.ndarray:
+    """n_0 / median_{j>=1} n_j per head: how little (or much) the first token's value would write."""
+    norms = np.asarray(value_norms, dtype=np.float64)
+    if norms.shape[-1] < 2:
+        return np.full(norms.shape[:-1], np.nan)
+    return norms[..., 0] / np.median(norms[..., 1:], axis=-1)

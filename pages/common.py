@@ -7,10 +7,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import streamlit as st
 
-from backend.capture import LayerMaps, Trace, analyze, attention_maps
+from backend.capture import LayerMaps, Trace, analyze, attention_maps, thumbnails
 from backend.errors import SinkscopeError, TokenLimitError
+from backend.metrics import HEAD_METRICS
 from backend.models import BUNDLED, LoadedModel, load_model, resolve_device
 from backend.tokens import adds_bos_by_default, encode, has_bos
 
@@ -18,6 +20,8 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 EXAMPLES = {e["id"]: e for e in json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))}
 CUSTOM = "custom"
 UI_TOKEN_LIMIT = int(os.environ.get("SINKSCOPE_MAX_TOKENS", "2048"))
+PAST_SINK_HELP = "Hide the first key and renormalize each row over the rest, so the pattern under the sink shows."
+URL_TEXT_LIMIT = 1500  # longer custom texts are not put in the URL
 BOS_HELP = "The sink forms on whatever token comes first: turn this off to see it move to the first word."
 
 
@@ -53,6 +57,17 @@ def get_layer_maps(model: str, dtype: str, token_ids: tuple[int, ...], layer: in
     return attention_maps(get_model(model, dtype), token_ids, layer)
 
 
+@st.cache_resource(show_spinner="Drawing every head of every layer…", max_entries=4)
+def get_thumbnails(model: str, dtype: str, token_ids: tuple[int, ...]) -> np.ndarray:
+    return thumbnails(get_model(model, dtype), token_ids, size=32)
+
+
+def clamp(key: str, largest: int) -> None:
+    """Keep a restored or remembered slider value inside this model's range."""
+    if st.session_state.get(key, 0) > largest:
+        st.session_state[key] = largest
+
+
 def _model_picker() -> tuple[str, str]:
     labels = {key: spec.label for key, spec in BUNDLED.items()} | {CUSTOM: "Other: hub id or local directory"}
     choice = st.selectbox("Model", list(labels), format_func=labels.get, key="model_choice")
@@ -77,6 +92,7 @@ def _text_input() -> str:
 
 def sidebar() -> Request | None:
     """Draw the shared controls; return the request, or None with a message when there is none yet."""
+    restore_from_url()
     with st.sidebar:
         spec, dtype = _model_picker()
         if not spec:
@@ -91,8 +107,8 @@ def sidebar() -> Request | None:
         text = _text_input()
         add_bos = None
         if has_bos(loaded.tokenizer):
-            label = f"Prepend the BOS token {loaded.tokenizer.bos_token}"
-            add_bos = st.toggle(label, value=adds_bos_by_default(loaded.tokenizer), key="add_bos", help=BOS_HELP)
+            st.session_state.setdefault("add_bos", adds_bos_by_default(loaded.tokenizer))
+            add_bos = st.toggle(f"Prepend the BOS token {loaded.tokenizer.bos_token}", key="add_bos", help=BOS_HELP)
         _token_count_caption(loaded, text, add_bos)
         return Request(spec, dtype, text, add_bos, truncate=st.session_state.get("truncate_text") == text)
 
@@ -123,3 +139,58 @@ def current_trace(request: Request | None) -> Trace | None:
     except SinkscopeError as err:
         st.error(str(err))
     return None
+
+
+def _flag(value: str) -> bool:
+    if value not in ("0", "1"):
+        raise ValueError(value)
+    return value == "1"
+
+
+def _metric(value: str) -> str:
+    if value not in HEAD_METRICS:
+        raise ValueError(value)
+    return value
+
+
+URL_FIELDS = {"layer": int, "head": int, "metric": _metric, "eps": float}
+URL_FLAGS = ("add_bos", "log_scale", "past_sink")
+
+
+def restore_from_url() -> None:
+    """On a session's first run, put the view the URL describes into the widgets' state."""
+    state, params = st.session_state, st.query_params
+    if state.get("url_restored"):
+        return
+    state["url_restored"] = True
+    model = params.get("model")
+    if model in BUNDLED:
+        state["model_choice"] = model
+    elif model:
+        state["model_choice"], state["model_path"] = CUSTOM, model
+    if "text" in params:
+        state["example"] = state["loaded_example"] = CUSTOM
+        state["text"] = params["text"]
+    elif params.get("example") in EXAMPLES:
+        state["example"] = params["example"]
+    parsers = URL_FIELDS | dict.fromkeys(URL_FLAGS, _flag)
+    for key, parse in parsers.items():
+        try:
+            if key in params:
+                state[key] = parse(params[key])
+        except ValueError:
+            pass  # a hand-edited URL with a bad value keeps the default instead
+
+
+def sync_url() -> None:
+    """Write the current view into the URL, so copying it shares exactly this view."""
+    state = st.session_state
+    custom_model = state.get("model_choice") == CUSTOM
+    params = {"model": state.get("model_path") if custom_model else state.get("model_choice")}
+    if state.get("example") != CUSTOM:
+        params["example"] = state.get("example")
+    elif len(state.get("text", "")) <= URL_TEXT_LIMIT:
+        params["text"] = state.get("text")
+    params |= {key: str(state[key]) for key in URL_FIELDS if key in state}
+    params |= {key: str(int(state[key])) for key in URL_FLAGS if key in state}
+    st.query_params.from_dict({k: v for k, v in params.items() if v not in (None, "")})

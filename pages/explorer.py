@@ -1,19 +1,110 @@
-"""Explorer: which heads sink, which look at themselves, and what each one reads."""
+"""Explorer: which heads sink, which look at themselves, and what each one actually reads."""
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
-from backend.figures import fig_head_map, fig_kind_counts
-from backend.metrics import DEFAULT_EPS, HEAD_METRICS
+from backend import figures
+from backend.capture import HEAD_COLUMNS, LAYER_COLUMNS, Trace
+from backend.metrics import DEFAULT_EPS, HEAD_METRICS, value_weighted, without_first_keys
+from backend.tokens import token_labels
 from pages import common
 
-st.title("Attention sinks, head by head")
-trace = common.current_trace(common.sidebar())
-if trace is not None:
-    eps = st.slider("Sink threshold eps", 0.05, 0.95, DEFAULT_EPS, 0.05, key="eps")
+ZOOM = 256  # the one-head map shows at most ZOOM x ZOOM cells at full resolution
+
+
+def head_map(trace: Trace) -> None:
+    st.session_state.setdefault("eps", DEFAULT_EPS)
+    eps = st.slider("Sink threshold eps", 0.05, 0.95, step=0.05, key="eps")
     st.metric(f"Sink rate (eps = {eps:.2f}, T = {trace.n_tokens})", f"{trace.sink_rate(eps):.1f}% of heads")
+    st.caption("Share of heads whose mean attention to the first token is above eps (Gu et al., ICLR 2025).")
     metric = st.radio("Colour heads by", HEAD_METRICS, horizontal=True, key="metric")
     left, right = st.columns([3, 2])
-    left.plotly_chart(fig_head_map(trace.heads, metric), key="head_map")
-    right.plotly_chart(fig_kind_counts(trace.heads["kind"]), key="kind_counts")
-    st.dataframe(pd.DataFrame(trace.head_rows()), hide_index=True, key="heads_table")
+    left.plotly_chart(figures.fig_head_map(trace.heads, metric), key="head_map")
+    right.plotly_chart(figures.fig_kind_counts(trace.heads["kind"]), key="kind_counts")
+    table = pd.DataFrame(trace.head_rows())
+    st.dataframe(table, hide_index=True, key="heads_table", height=320)
+    layers = pd.DataFrame(trace.layer_rows())
+    download = st.columns(2)
+    download[0].download_button("Per-head CSV", table[list(HEAD_COLUMNS)].to_csv(index=False), "heads.csv")
+    download[1].download_button("Per-layer CSV", layers[list(LAYER_COLUMNS)].to_csv(index=False), "layers.csv")
+
+
+def window_of(n_tokens: int) -> tuple[slice, slice]:
+    """Which rows and columns to show at full resolution; everything (pooled) by default."""
+    if n_tokens <= ZOOM or not st.toggle("Zoom into a window at full resolution", key="zoom"):
+        return slice(None), slice(None)
+    top = st.slider("Queries from", 0, n_tokens - ZOOM, 0, key="query_start")
+    left = st.slider("Keys from", 0, n_tokens - ZOOM, 0, key="key_start")
+    return slice(top, top + ZOOM), slice(left, left + ZOOM)
+
+
+def head_summary(trace: Trace, layer: int, head: int) -> None:
+    heads = trace.heads
+    cells = st.columns(4)
+    cells[0].metric("sink", f"{heads['sink'][layer, head]:.3f}")
+    cells[1].metric("value_sink", f"{heads['value_sink'][layer, head]:.3f}")
+    cells[2].metric("first value norm / median", f"{heads['value_norm_ratio'][layer, head]:.2f}")
+    cells[3].metric("kind", str(heads["kind"][layer, head]))
+
+
+@st.fragment
+def one_head(request: common.Request, trace: Trace) -> None:
+    """Scrubbing layer and head reruns only this fragment: the model is never run again here."""
+    n_layers, n_heads = trace.shape
+    strongest = np.unravel_index(np.nan_to_num(trace.heads["sink"]).argmax(), trace.shape)  # start on a sink head
+    st.session_state.setdefault("layer", int(strongest[0]))
+    st.session_state.setdefault("head", int(strongest[1]))
+    common.clamp("layer", n_layers - 1)
+    common.clamp("head", n_heads - 1)
+    pick = st.columns(2)
+    layer = pick[0].slider("Layer", 0, n_layers - 1, key="layer")
+    head = pick[1].slider("Head", 0, n_heads - 1, key="head")
+    options = st.columns(2)
+    log_scale = options[0].toggle("Log colour scale", key="log_scale")
+    past_sink = options[1].toggle("Look past the sink", key="past_sink", help=common.PAST_SINK_HELP)
+    maps = common.get_layer_maps(request.model, request.dtype, trace.token_ids, layer)
+    head_summary(trace, layer, head)
+    labels = token_labels(trace.tokens)
+    rows, cols = window_of(trace.n_tokens)
+    raw, first_key = maps.weights[head], 0
+    if past_sink:
+        raw, first_key = without_first_keys(raw), 1  # renormalized over keys 1..t: the structure under the sink
+    title = f"Layer {layer}, head {head}" + (": past the sink" if past_sink else "")
+    fig = figures.fig_attention(raw[rows, cols], labels[rows], labels[first_key:][cols], title, log_scale, ZOOM)
+    weighted = value_weighted(maps.weights[head], maps.value_norms[head])
+    read_title = "What it reads: A[t,j]·‖v_j W_O‖, normalized per row"
+    read = figures.fig_attention(weighted[rows, cols], labels[rows], labels[cols], read_title, log_scale, ZOOM)
+    left, right = st.columns(2)
+    left.plotly_chart(fig, key="one_head_map")
+    right.plotly_chart(read, key="value_weighted_map")
+    matrix = pd.DataFrame(maps.weights[head], index=labels, columns=labels)
+    download = st.columns(2)
+    download[0].download_button("This head's matrix (CSV)", matrix.to_csv(), f"layer{layer}_head{head}.csv")
+    download[1].download_button("This figure (HTML)", figures.figure_html(fig), f"layer{layer}_head{head}.html")
+    layer_thumbs = np.stack([figures.pool_max(m, 64)[0] for m in maps.weights])[None]  # (1, head, rows, cols)
+    st.plotly_chart(figures.fig_thumbnails(layer_thumbs, "layer", f"Every head of layer {layer}"), key="layer_heads")
+    common.sync_url()
+
+
+def all_heads(request: common.Request, trace: Trace) -> None:
+    thumbs = common.get_thumbnails(request.model, request.dtype, trace.token_ids)
+    title = f"All {thumbs.shape[0]} layers x {thumbs.shape[1]} heads (each max-pooled, scaled to its own peak)"
+    st.plotly_chart(figures.fig_thumbnails(thumbs, "layer", title), key="all_heads")
+    st.caption("A dark left column is a sink head; a dark diagonal is a head that attends to itself.")
+
+
+st.title("Attention sinks, head by head")
+request = common.sidebar()
+trace = common.current_trace(request)
+if trace is not None:
+    tabs = st.tabs(["Head map", "One head", "All heads", "Depth profile"])
+    with tabs[0]:
+        head_map(trace)
+    with tabs[1]:
+        one_head(request, trace)
+    with tabs[2]:
+        all_heads(request, trace)
+    with tabs[3]:
+        st.plotly_chart(figures.fig_depth_profile(trace.heads, trace.layers["first_norm_ratio"]), key="depth")
+common.sync_url()

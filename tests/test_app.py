@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import ast
+import base64
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
+
+from backend.metrics import HEAD_METRICS
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 180  # the first run may dequantize the bundled model
@@ -49,3 +54,81 @@ def test_an_unknown_model_shows_a_message(app: AppTest) -> None:
     app.sidebar.text_input(key="model_path").set_value("/no/such/model").run()
     assert not app.exception
     assert any("Unknown model" in e.value for e in app.sidebar.error)
+
+
+def chart(app: AppTest, key: str) -> dict:
+    """The Plotly figure a chart element sends to the browser."""
+    for element in app.get("plotly_chart"):
+        spec = json.loads(element.proto.spec)
+        if element.proto.id.endswith(key) or key in element.proto.id:
+            return spec
+    raise KeyError(key)
+
+
+def array(value: object) -> np.ndarray:
+    """A Plotly data array: plain JSON lists, or the typed {dtype, bdata, shape} form Plotly 6+ sends."""
+    if isinstance(value, dict) and "bdata" in value:
+        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = [int(n) for n in str(value.get("shape", flat.size)).split(",")]
+        return flat.reshape(shape)
+    return np.array(value, dtype=float)
+
+
+def url_param(app: AppTest, key: str) -> str:
+    value = app.query_params[key]
+    return value[-1] if isinstance(value, list) else value
+
+
+def test_the_head_map_shows_the_chosen_metric_with_all_five_in_hover(app: AppTest) -> None:
+    heat = chart(app, "head_map")["data"][0]
+    assert array(heat["z"]).shape == (30, 9)
+    for metric in HEAD_METRICS:
+        assert metric in heat["hovertemplate"]
+    app.radio(key="metric").set_value("diagonal").run()
+    assert chart(app, "head_map")["layout"]["title"]["text"].startswith("diagonal")
+
+
+def test_eps_changes_the_sink_rate(app: AppTest) -> None:
+    before = app.metric[0].value
+    app.slider(key="eps").set_value(0.9).run()
+    assert "eps = 0.90" in app.metric[0].label
+    assert app.metric[0].value != before
+
+
+def test_scrubbing_to_another_head_changes_the_one_head_map(app: AppTest) -> None:
+    app.slider(key="layer").set_value(3).run()
+    app.slider(key="head").set_value(0).run()
+    first = chart(app, "one_head_map")
+    app.slider(key="head").set_value(1).run()
+    second = chart(app, "one_head_map")
+    assert first["layout"]["title"]["text"].startswith("Layer 3, head 0")
+    assert second["layout"]["title"]["text"].startswith("Layer 3, head 1")
+    assert not np.array_equal(array(first["data"][0]["z"]), array(second["data"][0]["z"]), equal_nan=True)
+    assert url_param(app, "head") == "1"
+
+
+def test_looking_past_the_sink_drops_the_first_key_and_renormalizes(app: AppTest) -> None:
+    app.toggle(key="past_sink").set_value(True).run()
+    heat = chart(app, "one_head_map")["data"][0]
+    assert not heat["x"][0].startswith("0:")
+    rows = array(heat["z"]).astype(float)
+    np.testing.assert_allclose(np.nansum(rows[1:], axis=1), 1.0, atol=1e-3)
+
+
+def test_changing_the_text_reruns_the_analysis(app: AppTest) -> None:
+    app.sidebar.selectbox(key="example").set_value("custom").run()
+    app.sidebar.text_area(key="text").set_value("Sinks appear in short texts too.").run()
+    assert not app.exception
+    assert any("T = " in m.label and "T = 58" not in m.label for m in app.metric)
+    assert url_param(app, "text") == "Sinks appear in short texts too."
+
+
+def test_a_shared_url_restores_the_view() -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"example": "python", "layer": "7", "head": "4", "metric": "entropy", "past_sink": "1"})
+    at.run()
+    assert not at.exception
+    assert at.sidebar.selectbox(key="example").value == "python"
+    assert at.slider(key="layer").value == 7 and at.slider(key="head").value == 4
+    assert at.radio(key="metric").value == "entropy" and at.toggle(key="past_sink").value is True
+    assert chart(at, "one_head_map")["layout"]["title"]["text"].startswith("Layer 7, head 4: past the sink")

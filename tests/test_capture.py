@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from backend import attention, metrics
+from backend import attention, capture, metrics
 from backend.capture import analyze, analyze_ids, attention_maps
 from backend.models import DEFAULT_MODEL, dequantized_dir
 from tests.conftest import TINY_CONFIGS, build_tiny, tiny_loaded
@@ -86,6 +88,8 @@ def test_chunked_head_metrics_equal_metrics_of_the_full_maps(name: str, long_ids
         expected = metrics.head_scores(expected_maps[0].numpy(), norms, window=window)
         for metric in metrics.HEAD_METRICS:
             np.testing.assert_allclose(trace.heads[metric][layer], expected[metric], atol=1e-5, err_msg=metric)
+        ratio = metrics.value_norm_ratio(norms)
+        np.testing.assert_allclose(trace.heads["value_norm_ratio"][layer], ratio, rtol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["llama-gqa", "gemma3-sliding"])
@@ -162,3 +166,36 @@ def test_register_is_idempotent() -> None:
     from transformers import AttentionInterface
 
     assert AttentionInterface._global_mapping[attention.ATTENTION_NAME] is attention.sinkscope_attention
+
+
+def test_thumbnails_are_max_pooled_maps(long_ids: list[int]) -> None:
+    loaded = tiny_loaded("gemma3-sliding")
+    thumbs = capture.thumbnails(loaded, long_ids, size=16)
+    assert thumbs.shape == (3, 4, 16, 16)
+    for layer in range(3):
+        maps = attention_maps(loaded, long_ids, layer).weights
+        bins = (np.arange(N_TOKENS) * 16) // N_TOKENS
+        for r in range(16):
+            for c in range(16):
+                block = maps[:, bins == r][:, :, bins == c]
+                np.testing.assert_allclose(thumbs[layer, :, r, c], block.max(axis=(1, 2)), atol=1e-6)
+
+
+def test_concurrent_analyses_on_one_shared_model_do_not_mix() -> None:
+    loaded = tiny_loaded("llama-gqa")
+    rng = np.random.default_rng(5)
+    texts = [rng.integers(0, 96, size=n).tolist() for n in (40, 300, 90, 200)]
+    expected = [analyze_ids(loaded, ids) for ids in texts]
+    barrier = threading.Barrier(len(texts))
+
+    def run(ids: list[int]) -> capture.Trace:
+        barrier.wait()
+        return analyze_ids(loaded, ids)
+
+    for _ in range(3):
+        with ThreadPoolExecutor(len(texts)) as pool:
+            results = list(pool.map(run, texts))
+        for got, want in zip(results, expected, strict=True):
+            assert got.token_ids == want.token_ids
+            np.testing.assert_allclose(got.residual, want.residual, atol=1e-5)
+            np.testing.assert_allclose(got.heads["sink"], want.heads["sink"], atol=1e-6)

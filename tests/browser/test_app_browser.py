@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
@@ -27,3 +28,46 @@ def test_the_app_opens_on_the_bundled_model_and_analyzes_typed_text(page: Page, 
     n_tokens = int(count.inner_text().split()[0])
     wait_for_analysis(page)
     expect(page.get_by_text(f"T = {n_tokens})")).to_be_visible(timeout=LOAD)
+
+
+def one_head_title(page: Page) -> str:
+    chart = page.locator(".stPlotlyChart").filter(has_text=re.compile(r"Layer \d+, head \d+")).first
+    return chart.locator(".gtitle").text_content() or ""
+
+
+def open_one_head(page: Page, url: str) -> None:
+    page.goto(url)
+    wait_for_analysis(page)
+    page.get_by_role("tab", name="One head").click()
+    expect(page.get_by_text(re.compile(r"Layer \d+, head \d+")).first).to_be_visible(timeout=LOAD)
+
+
+def test_scrubbing_and_looking_past_the_sink(page: Page, app_url: str) -> None:
+    open_one_head(page, f"{app_url}/?layer=12&head=3")
+    assert one_head_title(page).startswith("Layer 12, head 3")
+    page.get_by_role("slider", name="Head").focus()
+    page.keyboard.press("ArrowRight")
+    expect(page.get_by_text("Layer 12, head 4").first).to_be_visible(timeout=LOAD)
+    expect(page).to_have_url(re.compile(r"head=4"))
+    page.get_by_text("Look past the sink").click()
+    expect(page.get_by_text("Layer 12, head 4: past the sink").first).to_be_visible(timeout=LOAD)
+
+
+def test_a_shared_url_brings_back_the_same_view(page: Page, app_url: str) -> None:
+    shared = f"{app_url}/?example=french&layer=9&head=2&metric=value_sink&log_scale=1"
+    open_one_head(page, shared)
+    assert one_head_title(page).startswith("Layer 9, head 2")
+    expect(page.get_by_test_id("stSidebar").get_by_label("Text")).to_have_value(re.compile("^Le gardien du phare"))
+    expect(page.get_by_role("switch", name="Log colour scale")).to_be_checked()
+    page.get_by_role("tab", name="Head map").click()
+    expect(page.get_by_text("value_sink: share of output read from the first token").first).to_be_visible()
+
+
+def test_downloading_the_per_head_csv(page: Page, app_url: str) -> None:
+    page.goto(app_url)
+    wait_for_analysis(page)
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Per-head CSV").click()
+    lines = Path(download.value.path()).read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "layer,head,sink,diagonal,previous_token,entropy,value_sink,kind"
+    assert len(lines) == 1 + 30 * 9
