@@ -69,7 +69,8 @@ def clamp(key: str, largest: int) -> None:
 
 
 def _model_picker() -> tuple[str, str]:
-    labels = {key: spec.label for key, spec in BUNDLED.items()} | {CUSTOM: "Other: hub id or local directory"}
+    labels = {key: spec.label + ("" if spec.installed() else " (not installed)") for key, spec in BUNDLED.items()}
+    labels[CUSTOM] = "Other: hub id or local directory"
     choice = st.selectbox("Model", list(labels), format_func=labels.get, key="model_choice")
     spec = st.text_input("Hub id or directory", key="model_path") if choice == CUSTOM else choice
     dtype = "auto"

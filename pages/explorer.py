@@ -1,5 +1,7 @@
 """Explorer: which heads sink, which look at themselves, and what each one actually reads."""
 
+from functools import partial
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -26,8 +28,14 @@ def head_map(trace: Trace) -> None:
     st.dataframe(table, hide_index=True, key="heads_table", height=320)
     layers = pd.DataFrame(trace.layer_rows())
     download = st.columns(2)
-    download[0].download_button("Per-head CSV", table[list(HEAD_COLUMNS)].to_csv(index=False), "heads.csv")
-    download[1].download_button("Per-layer CSV", layers[list(LAYER_COLUMNS)].to_csv(index=False), "layers.csv")
+    heads_csv = table[list(HEAD_COLUMNS)].to_csv(index=False)
+    download[0].download_button("Per-head CSV", heads_csv, "heads.csv", on_click="ignore")
+    layers_csv = layers[list(LAYER_COLUMNS)].to_csv(index=False)
+    download[1].download_button("Per-layer CSV", layers_csv, "layers.csv", on_click="ignore")
+
+
+def matrix_to_csv(matrix: np.ndarray, labels: list[str]) -> str:
+    return pd.DataFrame(matrix, index=labels, columns=labels).to_csv()
 
 
 def window_of(n_tokens: int) -> tuple[slice, slice]:
@@ -78,10 +86,12 @@ def one_head(request: common.Request, trace: Trace) -> None:
     left, right = st.columns(2)
     left.plotly_chart(fig, key="one_head_map")
     right.plotly_chart(read, key="value_weighted_map")
-    matrix = pd.DataFrame(maps.weights[head], index=labels, columns=labels)
-    download = st.columns(2)
-    download[0].download_button("This head's matrix (CSV)", matrix.to_csv(), f"layer{layer}_head{head}.csv")
-    download[1].download_button("This figure (HTML)", figures.figure_html(fig), f"layer{layer}_head{head}.html")
+    name = f"layer{layer}_head{head}"
+    download = st.columns(2)  # callables: the files are built only when clicked
+    matrix_csv = partial(matrix_to_csv, maps.weights[head], labels)
+    download[0].download_button("This head's matrix (CSV)", matrix_csv, f"{name}.csv", on_click="ignore")
+    page = partial(figures.figure_html, fig)
+    download[1].download_button("This figure (HTML)", page, f"{name}.html", on_click="ignore")
     layer_thumbs = np.stack([figures.pool_max(m, 64)[0] for m in maps.weights])[None]  # (1, head, rows, cols)
     st.plotly_chart(figures.fig_thumbnails(layer_thumbs, "layer", f"Every head of layer {layer}"), key="layer_heads")
     common.sync_url()

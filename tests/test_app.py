@@ -12,6 +12,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from backend.metrics import HEAD_METRICS
+from pages import common
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 180  # the first run may dequantize the bundled model
@@ -132,3 +133,15 @@ def test_a_shared_url_restores_the_view() -> None:
     assert at.slider(key="layer").value == 7 and at.slider(key="head").value == 4
     assert at.radio(key="metric").value == "entropy" and at.toggle(key="past_sink").value is True
     assert chart(at, "one_head_map")["layout"]["title"]["text"].startswith("Layer 7, head 4: past the sink")
+
+
+def test_a_text_over_the_limit_offers_to_truncate(app: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(common, "UI_TOKEN_LIMIT", 64)
+    long_text = common.EXAMPLES["english"]["text"] * 3
+    app.sidebar.selectbox(key="example").set_value("custom").run()
+    app.sidebar.text_area(key="text").set_value(long_text).run()
+    assert not app.exception
+    assert any("the limit is 64" in w.value for w in app.warning)
+    assert app.sidebar.text_area(key="text").value == long_text  # nothing the user typed is lost
+    app.button(key="truncate_button").click().run()
+    assert any("T = 64)" in m.label for m in app.metric)

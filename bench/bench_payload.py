@@ -1,0 +1,75 @@
+"""Benchmark: what each explorer figure sends to the browser, and how long a head scrub takes.
+
+    python bench/bench_payload.py [--tokens 512,2048]
+
+Payload is the size of the figure's JSON (what st.plotly_chart ships). The scrub time is the work
+one head change does on a cached trace and cached layer maps (building both one-head figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from pydoc_data.topics import topics  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from backend import figures  # noqa: E402
+from backend.capture import analyze, attention_maps, thumbnails  # noqa: E402
+from backend.metrics import value_weighted, without_first_keys  # noqa: E402
+from backend.models import DEFAULT_MODEL, load_model  # noqa: E402
+from backend.tokens import token_labels  # noqa: E402
+
+ZOOM = 256
+
+
+def one_head_figures(maps: object, labels: list[str], head: int) -> list:
+    raw = figures.fig_attention(without_first_keys(maps.weights[head]), labels, labels[1:], "past the sink")
+    weighted = value_weighted(maps.weights[head], maps.value_norms[head])
+    return [raw, figures.fig_attention(weighted, labels, labels, "reads", max_cells=ZOOM)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tokens", default="512,2048")
+    args = parser.parse_args()
+    loaded = load_model(DEFAULT_MODEL)
+    text = "\n".join(topics.values())
+    print("| T | figure | payload (KB) |")
+    print("|---:|---|---:|")
+    for n_tokens in map(int, args.tokens.split(",")):
+        trace = analyze(loaded, text, max_tokens=n_tokens, truncate=True)
+        labels = token_labels(trace.tokens)
+        maps = attention_maps(loaded, trace.token_ids, 15)
+        layer_thumbs = np.stack([figures.pool_max(m, 64)[0] for m in maps.weights])[None]
+        built = {
+            "head map": figures.fig_head_map(trace.heads, "sink"),
+            "kinds per layer": figures.fig_kind_counts(trace.heads["kind"]),
+            "one head (pooled)": one_head_figures(maps, labels, 3)[0],
+            "one head, value-weighted": one_head_figures(maps, labels, 3)[1],
+            "one head, zoomed window": figures.fig_attention(
+                maps.weights[3][:ZOOM, :ZOOM], labels[:ZOOM], labels[:ZOOM], "zoom"
+            ),
+            "heads of one layer": figures.fig_thumbnails(layer_thumbs, "layer", "layer"),
+            "all layers x heads": figures.fig_thumbnails(thumbnails(loaded, trace.token_ids), "layer", "all"),
+            "depth profile": figures.fig_depth_profile(trace.heads, trace.layers["first_norm_ratio"]),
+        }
+        for name, fig in built.items():
+            print(f"| {trace.n_tokens} | {name} | {len(fig.to_json()) / 1024:.0f} |")
+        scrubs = []
+        for head in range(loaded.info.n_heads):
+            start = time.perf_counter()
+            for fig in one_head_figures(maps, labels, head):
+                fig.to_json()
+            scrubs.append(time.perf_counter() - start)
+        print(f"| {trace.n_tokens} | head scrub, median of {len(scrubs)} (s) | {statistics.median(scrubs):.3f} |")
+
+
+if __name__ == "__main__":
+    main()
