@@ -16,6 +16,7 @@ from pathlib import Path
 
 from backend.errors import InputError, SinkscopeError, TokenLimitError
 from backend.metrics import DEFAULT_EPS
+from backend.tokens import decode_text
 
 log = logging.getLogger("sinkscope")
 MAX_FILE_BYTES = 5_000_000
@@ -28,13 +29,7 @@ def read_text_file(path: str) -> str:
         raise InputError(f"Cannot read '{path}': no such file.")
     if file.stat().st_size > MAX_FILE_BYTES:
         raise InputError(f"'{path}' is larger than {MAX_FILE_BYTES // 1_000_000} MB; pass a shorter text.")
-    data = file.read_bytes()
-    if b"\x00" in data:
-        raise InputError(f"'{path}' looks like a binary file, not text.")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        raise InputError(f"'{path}' is not UTF-8 text (byte {err.start} cannot be decoded).") from err
+    return decode_text(file.read_bytes(), path, MAX_FILE_BYTES)
 
 
 def write_csv(path: str, columns: Sequence[str], rows: list[dict[str, object]]) -> None:

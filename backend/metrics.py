@@ -25,6 +25,8 @@ def head_scores(
     """
     a = np.asarray(maps, dtype=np.float64)
     n_heads, n_tokens, _ = a.shape
+    if n_tokens < 2:  # Q is empty: no query has a choice to make
+        return {name: np.full(n_heads, np.nan) for name in HEAD_METRICS}
     t = np.arange(1, n_tokens)  # Q: every query except row 0
     visible = t + 1 if window is None else np.minimum(t + 1, window)
     rows = a[:, t, :]  # (head, query in Q, key_pos)

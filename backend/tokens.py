@@ -34,6 +34,21 @@ def encode(
     return ids
 
 
+def decode_text(data: bytes, name: str, max_bytes: int) -> str:
+    """The text in an uploaded or read file, or an InputError saying what is wrong with it."""
+    if len(data) > max_bytes:
+        raise InputError(f"'{name}' is {len(data) // 1024} KB; the limit is {max_bytes // 1024} KB.")
+    if b"\x00" in data:
+        raise InputError(f"'{name}' looks like a binary file, not text.")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InputError(f"'{name}' is not UTF-8 text (byte {err.start} cannot be decoded).") from err
+    if not text.strip():
+        raise InputError(f"'{name}' is empty: there is no text to analyze.")
+    return text
+
+
 def has_bos(tokenizer: Any) -> bool:
     """Whether a BOS token exists to prepend."""
     return tokenizer is not None and tokenizer.bos_token_id is not None

@@ -1,28 +1,43 @@
-"""The Streamlit glue every page shares: cached model and results, the sidebar, session keys."""
+"""The Streamlit glue every page shares: settings, the model, bounded result caches, the sidebar."""
 
 from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+import threading
+import uuid
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import streamlit as st
 
 from backend.capture import LayerMaps, Trace, analyze, attention_maps, thumbnails
-from backend.errors import SinkscopeError, TokenLimitError
-from backend.metrics import HEAD_METRICS
+from backend.errors import InputError, SinkscopeError, TokenLimitError
 from backend.models import BUNDLED, LoadedModel, load_model, resolve_device
-from backend.tokens import adds_bos_by_default, encode, has_bos
+from backend.runs import BoundedCache, RunQueue
+from backend.settings import Settings
+from backend.tokens import adds_bos_by_default, decode_text, encode, has_bos
+from pages.url_state import CUSTOM, restore_from_url
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 EXAMPLES = {e["id"]: e for e in json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))}
-CUSTOM = "custom"
-UI_TOKEN_LIMIT = int(os.environ.get("SINKSCOPE_MAX_TOKENS", "2048"))
 PAST_SINK_HELP = "Hide the first key and renormalize each row over the rest, so the pattern under the sink shows."
-URL_TEXT_LIMIT = 1500  # longer custom texts are not put in the URL
 BOS_HELP = "The sink forms on whatever token comes first: turn this off to see it move to the first word."
+
+
+def _secrets() -> dict[str, str]:
+    try:
+        return {key: str(value) for key, value in st.secrets.items() if not isinstance(value, dict)}
+    except (FileNotFoundError, st.errors.StreamlitSecretNotFoundError):
+        return {}
+
+
+def settings() -> Settings:
+    """Environment variables win over .streamlit/secrets.toml."""
+    return Settings.from_env(_secrets() | dict(os.environ))
 
 
 @dataclass(frozen=True)
@@ -36,30 +51,88 @@ class Request:
     truncate: bool
 
 
+@dataclass(frozen=True)
+class Analysis:
+    request: Request
+    trace: Trace
+
+
+@dataclass
+class Shared:
+    """Process-wide state: one run queue per model and bounded caches, shared by every session."""
+
+    settings: Settings
+    traces: BoundedCache
+    maps: BoundedCache
+    thumbs: BoundedCache
+    queues: dict[str, RunQueue] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def queue(self, model: str) -> RunQueue:
+        with self.lock:
+            return self.queues.setdefault(model, RunQueue())
+
+
+@st.cache_resource
+def shared() -> Shared:
+    config = settings()
+    per_session = config.results_per_session
+    maps = BoundedCache(total=config.results_total // 2 or 1, per_owner=2)
+    return Shared(config, BoundedCache(config.results_total, per_session), maps, BoundedCache(4, 1))
+
+
 @st.cache_resource(show_spinner="Loading the model (the first start dequantizes it: about 20 s)…", max_entries=2)
 def get_model(spec: str, dtype: str) -> LoadedModel:
     return load_model(spec, dtype=dtype)
 
 
+def owner() -> str:
+    """This browser session, for per-session cache bounds."""
+    return st.session_state.setdefault("owner", uuid.uuid4().hex)
+
+
+def run_once(cache: BoundedCache, key: tuple[Hashable, ...], run: Callable[[], Any], message: str) -> Any:
+    """A cached result, or ``run()`` in this model's queue; shows the queue position while waiting."""
+    found = cache.get(key)
+    if found is not None:
+        return found
+    notice = st.empty()
+
+    def waiting(ahead: int) -> None:
+        notice.info(f"Waiting for {ahead} other run{'s' if ahead > 1 else ''} on this model to finish…")
+
+    with st.spinner(message):
+        result = cache.get_or_run(key, owner(), run, shared().queue(key[0]), on_wait=waiting)
+    notice.empty()
+    return result
+
+
 def token_limit(loaded: LoadedModel) -> int:
-    return min(UI_TOKEN_LIMIT, loaded.info.max_tokens)
+    return min(shared().settings.max_tokens, loaded.info.max_tokens)
 
 
-@st.cache_resource(show_spinner="Running the model on your text…", max_entries=16)
 def get_trace(request: Request) -> Trace:
     loaded = get_model(request.model, request.dtype)
     limit = token_limit(loaded)
-    return analyze(loaded, request.text, max_tokens=limit, truncate=request.truncate, add_bos=request.add_bos)
+    key = (request.model, request.dtype, request.text, request.add_bos, request.truncate, limit)
+
+    def run() -> Trace:
+        return analyze(loaded, request.text, max_tokens=limit, truncate=request.truncate, add_bos=request.add_bos)
+
+    return run_once(shared().traces, key, run, "Running the model on your text…")
 
 
-@st.cache_resource(show_spinner="Recomputing this layer's attention maps…", max_entries=8)
-def get_layer_maps(model: str, dtype: str, token_ids: tuple[int, ...], layer: int) -> LayerMaps:
-    return attention_maps(get_model(model, dtype), token_ids, layer)
+def get_layer_maps(request: Request, token_ids: tuple[int, ...], layer: int) -> LayerMaps:
+    loaded = get_model(request.model, request.dtype)
+    key = (request.model, request.dtype, token_ids, layer)
+    run = lambda: attention_maps(loaded, token_ids, layer)  # noqa: E731
+    return run_once(shared().maps, key, run, "Recomputing this layer's attention maps…")
 
 
-@st.cache_resource(show_spinner="Drawing every head of every layer…", max_entries=4)
-def get_thumbnails(model: str, dtype: str, token_ids: tuple[int, ...]) -> np.ndarray:
-    return thumbnails(get_model(model, dtype), token_ids, size=32)
+def get_thumbnails(request: Request, token_ids: tuple[int, ...]) -> np.ndarray:
+    loaded = get_model(request.model, request.dtype)
+    run = lambda: thumbnails(loaded, token_ids, size=32)  # noqa: E731
+    return run_once(shared().thumbs, (request.model, request.dtype, token_ids), run, "Drawing every head…")
 
 
 def clamp(key: str, largest: int) -> None:
@@ -68,15 +141,40 @@ def clamp(key: str, largest: int) -> None:
         st.session_state[key] = largest
 
 
+def model_choices(config: Settings) -> dict[str, str]:
+    """Selectbox options: the allowed bundled models, plus a free field outside hosted mode."""
+    labels = {
+        key: spec.label + ("" if spec.installed() else " (not installed)")
+        for key, spec in BUNDLED.items()
+        if config.allows(key)
+    }
+    if not config.hosted:
+        labels[CUSTOM] = "Other: hub id or local directory"
+    return labels
+
+
 def _model_picker() -> tuple[str, str]:
-    labels = {key: spec.label + ("" if spec.installed() else " (not installed)") for key, spec in BUNDLED.items()}
-    labels[CUSTOM] = "Other: hub id or local directory"
+    config = shared().settings
+    labels = model_choices(config)
     choice = st.selectbox("Model", list(labels), format_func=labels.get, key="model_choice")
     spec = st.text_input("Hub id or directory", key="model_path") if choice == CUSTOM else choice
     dtype = "auto"
     if resolve_device() == "cuda":
         dtype = st.selectbox("Weights on the GPU", ["bfloat16", "float16", "float32"], key="dtype")
     return (spec or "").strip(), dtype
+
+
+def _take_upload() -> None:
+    """Put an uploaded file's text into the text box, or remember why it cannot be used."""
+    state, upload = st.session_state, st.session_state.get("upload")
+    state.pop("upload_error", None)
+    if upload is None:
+        return
+    try:
+        state["text"] = decode_text(upload.getvalue(), upload.name, shared().settings.max_upload_bytes)
+        state["example"] = state["loaded_example"] = CUSTOM
+    except InputError as err:
+        state["upload_error"] = str(err)
 
 
 def _text_input() -> str:
@@ -88,30 +186,12 @@ def _text_input() -> str:
         if st.session_state.get("loaded_example") != example:
             st.session_state["text"] = EXAMPLES[example]["text"]  # an example fills the box; edits are kept
             st.session_state["loaded_example"] = example
-    return st.text_area("Text", key="text", height=180)
-
-
-def sidebar() -> Request | None:
-    """Draw the shared controls; return the request, or None with a message when there is none yet."""
-    restore_from_url()
-    with st.sidebar:
-        spec, dtype = _model_picker()
-        if not spec:
-            st.info("Type a hub id or a local model directory.")
-            return None
-        try:
-            loaded = get_model(spec, dtype)
-        except SinkscopeError as err:
-            st.error(str(err))
-            return None
-        st.caption(loaded.info.badge())
-        text = _text_input()
-        add_bos = None
-        if has_bos(loaded.tokenizer):
-            st.session_state.setdefault("add_bos", adds_bos_by_default(loaded.tokenizer))
-            add_bos = st.toggle(f"Prepend the BOS token {loaded.tokenizer.bos_token}", key="add_bos", help=BOS_HELP)
-        _token_count_caption(loaded, text, add_bos)
-        return Request(spec, dtype, text, add_bos, truncate=st.session_state.get("truncate_text") == text)
+    text = st.text_area("Text", key="text", height=180)
+    limit_kb = shared().settings.max_upload_bytes // 1024
+    st.file_uploader(f"…or a .txt file (up to {limit_kb} KB)", type=["txt"], key="upload", on_change=_take_upload)
+    if "upload_error" in st.session_state:
+        st.error(st.session_state["upload_error"])
+    return text
 
 
 def _token_count_caption(loaded: LoadedModel, text: str, add_bos: bool | None) -> None:
@@ -122,6 +202,29 @@ def _token_count_caption(loaded: LoadedModel, text: str, add_bos: bool | None) -
     st.caption(f"{n_tokens} tokens · limit {token_limit(loaded)}")
 
 
+def sidebar() -> Request | None:
+    """Draw the shared controls; return the request, or None with a message when there is none yet."""
+    restore_from_url(shared().settings, EXAMPLES)
+    with st.sidebar:
+        spec, dtype = _model_picker()
+        if not spec:
+            st.info("Type a hub id or a local model directory.")
+            return None
+        try:
+            loaded = get_model(spec, dtype)
+        except SinkscopeError as err:
+            st.error(str(err))
+            return None
+        st.text(loaded.info.badge())
+        text = _text_input()
+        add_bos = None
+        if has_bos(loaded.tokenizer):
+            st.session_state.setdefault("add_bos", adds_bos_by_default(loaded.tokenizer))
+            add_bos = st.toggle(f"Prepend the BOS token {loaded.tokenizer.bos_token}", key="add_bos", help=BOS_HELP)
+        _token_count_caption(loaded, text, add_bos)
+        return Request(spec, dtype, text, add_bos, truncate=st.session_state.get("truncate_text") == text)
+
+
 def _token_limit_notice(request: Request, err: TokenLimitError) -> None:
     st.warning(f"{err} Shorten the text, or analyze only its first {err.limit} tokens.")
     if st.button(f"Truncate to {err.limit} tokens", key="truncate_button"):
@@ -129,69 +232,18 @@ def _token_limit_notice(request: Request, err: TokenLimitError) -> None:
         st.rerun()
 
 
-def current_trace(request: Request | None) -> Trace | None:
-    """The analysis of the sidebar's text, or None after showing why there is none."""
-    if request is None:
-        return None
-    try:
-        return get_trace(request)
-    except TokenLimitError as err:
-        _token_limit_notice(request, err)
-    except SinkscopeError as err:
-        st.error(str(err))
-    return None
-
-
-def _flag(value: str) -> bool:
-    if value not in ("0", "1"):
-        raise ValueError(value)
-    return value == "1"
-
-
-def _metric(value: str) -> str:
-    if value not in HEAD_METRICS:
-        raise ValueError(value)
-    return value
-
-
-URL_FIELDS = {"layer": int, "head": int, "metric": _metric, "eps": float}
-URL_FLAGS = ("add_bos", "log_scale", "past_sink")
-
-
-def restore_from_url() -> None:
-    """On a session's first run, put the view the URL describes into the widgets' state."""
-    state, params = st.session_state, st.query_params
-    if state.get("url_restored"):
-        return
-    state["url_restored"] = True
-    model = params.get("model")
-    if model in BUNDLED:
-        state["model_choice"] = model
-    elif model:
-        state["model_choice"], state["model_path"] = CUSTOM, model
-    if "text" in params:
-        state["example"] = state["loaded_example"] = CUSTOM
-        state["text"] = params["text"]
-    elif params.get("example") in EXAMPLES:
-        state["example"] = params["example"]
-    parsers = URL_FIELDS | dict.fromkeys(URL_FLAGS, _flag)
-    for key, parse in parsers.items():
+def current_analysis(request: Request | None) -> Analysis | None:
+    """The analysis of the sidebar's text; after an error, the message and the previous result."""
+    if request is not None:
         try:
-            if key in params:
-                state[key] = parse(params[key])
-        except ValueError:
-            pass  # a hand-edited URL with a bad value keeps the default instead
-
-
-def sync_url() -> None:
-    """Write the current view into the URL, so copying it shares exactly this view."""
-    state = st.session_state
-    custom_model = state.get("model_choice") == CUSTOM
-    params = {"model": state.get("model_path") if custom_model else state.get("model_choice")}
-    if state.get("example") != CUSTOM:
-        params["example"] = state.get("example")
-    elif len(state.get("text", "")) <= URL_TEXT_LIMIT:
-        params["text"] = state.get("text")
-    params |= {key: str(state[key]) for key in URL_FIELDS if key in state}
-    params |= {key: str(int(state[key])) for key in URL_FLAGS if key in state}
-    st.query_params.from_dict({k: v for k, v in params.items() if v not in (None, "")})
+            analysis = Analysis(request, get_trace(request))
+            st.session_state["last_analysis"] = analysis
+            return analysis
+        except TokenLimitError as err:
+            _token_limit_notice(request, err)
+        except (SinkscopeError, RuntimeError, MemoryError) as err:  # a failed run must not end the session
+            st.error(str(err) if isinstance(err, SinkscopeError) else f"The model could not run: {err}")
+    previous = st.session_state.get("last_analysis")
+    if previous is not None:
+        st.caption("Showing the previous result.")
+    return previous

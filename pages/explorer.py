@@ -10,7 +10,7 @@ from backend import figures
 from backend.capture import HEAD_COLUMNS, LAYER_COLUMNS, Trace
 from backend.metrics import DEFAULT_EPS, HEAD_METRICS, value_weighted, without_first_keys
 from backend.tokens import token_labels
-from pages import common
+from pages import common, url_state
 
 ZOOM = 256  # the one-head map shows at most ZOOM x ZOOM cells at full resolution
 
@@ -71,7 +71,7 @@ def one_head(request: common.Request, trace: Trace) -> None:
     options = st.columns(2)
     log_scale = options[0].toggle("Log colour scale", key="log_scale")
     past_sink = options[1].toggle("Look past the sink", key="past_sink", help=common.PAST_SINK_HELP)
-    maps = common.get_layer_maps(request.model, request.dtype, trace.token_ids, layer)
+    maps = common.get_layer_maps(request, trace.token_ids, layer)
     head_summary(trace, layer, head)
     labels = token_labels(trace.tokens)
     rows, cols = window_of(trace.n_tokens)
@@ -94,20 +94,20 @@ def one_head(request: common.Request, trace: Trace) -> None:
     download[1].download_button("This figure (HTML)", page, f"{name}.html", on_click="ignore")
     layer_thumbs = np.stack([figures.pool_max(m, 64)[0] for m in maps.weights])[None]  # (1, head, rows, cols)
     st.plotly_chart(figures.fig_thumbnails(layer_thumbs, "layer", f"Every head of layer {layer}"), key="layer_heads")
-    common.sync_url()
+    url_state.sync_url()
 
 
 def all_heads(request: common.Request, trace: Trace) -> None:
-    thumbs = common.get_thumbnails(request.model, request.dtype, trace.token_ids)
+    thumbs = common.get_thumbnails(request, trace.token_ids)
     title = f"All {thumbs.shape[0]} layers x {thumbs.shape[1]} heads (each max-pooled, scaled to its own peak)"
     st.plotly_chart(figures.fig_thumbnails(thumbs, "layer", title), key="all_heads")
     st.caption("A dark left column is a sink head; a dark diagonal is a head that attends to itself.")
 
 
 st.title("Attention sinks, head by head")
-request = common.sidebar()
-trace = common.current_trace(request)
-if trace is not None:
+analysis = common.current_analysis(common.sidebar())
+if analysis is not None:
+    request, trace = analysis.request, analysis.trace
     tabs = st.tabs(["Head map", "One head", "All heads", "Depth profile"])
     with tabs[0]:
         head_map(trace)
@@ -117,4 +117,4 @@ if trace is not None:
         all_heads(request, trace)
     with tabs[3]:
         st.plotly_chart(figures.fig_depth_profile(trace.heads, trace.layers["first_norm_ratio"]), key="depth")
-common.sync_url()
+url_state.sync_url()

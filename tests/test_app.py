@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import base64
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,23 @@ def app() -> AppTest:
     return at
 
 
+@pytest.fixture
+def deployment(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., AppTest]]:
+    """An app started under the given environment settings (the process-wide state is rebuilt)."""
+
+    def start(**env: str) -> AppTest:
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        common.shared.clear()
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+        at.run()
+        assert not at.exception, at.exception
+        return at
+
+    yield start
+    common.shared.clear()
+
+
 def test_backend_never_imports_streamlit() -> None:
     for path in (ROOT / "backend").rglob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
@@ -38,16 +56,18 @@ def test_backend_never_imports_streamlit() -> None:
 
 def test_the_app_opens_on_the_bundled_model(app: AppTest) -> None:
     assert app.sidebar.selectbox(key="model_choice").value == "smollm2-135m"
-    captions = " ".join(c.value for c in app.sidebar.caption)
+    captions = " ".join(t.value for t in app.sidebar.text)
     assert "SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized to float32)" in captions
     assert "float32" in captions and "cpu" in captions and "sinkscope" in captions
     assert "of heads" in app.metric[0].value
 
 
-def test_empty_text_shows_a_message_and_keeps_the_app_alive(app: AppTest) -> None:
+def test_empty_text_shows_a_message_and_keeps_the_previous_result(app: AppTest) -> None:
     app.sidebar.text_area(key="text").set_value("   ").run()
     assert not app.exception
     assert any("empty" in e.value for e in app.error)
+    assert any("Showing the previous result" in c.value for c in app.caption)
+    assert any("T = " in m.label for m in app.metric)
 
 
 def test_an_unknown_model_shows_a_message(app: AppTest) -> None:
@@ -135,8 +155,8 @@ def test_a_shared_url_restores_the_view() -> None:
     assert chart(at, "one_head_map")["layout"]["title"]["text"].startswith("Layer 7, head 4: past the sink")
 
 
-def test_a_text_over_the_limit_offers_to_truncate(app: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(common, "UI_TOKEN_LIMIT", 64)
+def test_a_text_over_the_limit_offers_to_truncate(deployment: Callable[..., AppTest]) -> None:
+    app = deployment(SINKSCOPE_MAX_TOKENS="64")
     long_text = common.EXAMPLES["english"]["text"] * 3
     app.sidebar.selectbox(key="example").set_value("custom").run()
     app.sidebar.text_area(key="text").set_value(long_text).run()
@@ -145,3 +165,25 @@ def test_a_text_over_the_limit_offers_to_truncate(app: AppTest, monkeypatch: pyt
     assert app.sidebar.text_area(key="text").value == long_text  # nothing the user typed is lost
     app.button(key="truncate_button").click().run()
     assert any("T = 64)" in m.label for m in app.metric)
+
+
+def test_hosted_mode_offers_only_the_bundled_models_and_a_lower_limit(deployment: Callable[..., AppTest]) -> None:
+    app = deployment(SINKSCOPE_HOSTED="1")
+    options = app.sidebar.selectbox(key="model_choice").options
+    assert "custom" not in options and len(options) >= 1
+    assert all("Other" not in option for option in options)
+    assert any("limit 512" in c.value for c in app.sidebar.caption)
+
+
+def test_hosted_mode_ignores_a_model_path_in_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SINKSCOPE_HOSTED", "1")
+    common.shared.clear()
+    try:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+        at.query_params["model"] = "/etc"
+        at.run()
+        assert not at.exception
+        assert at.sidebar.selectbox(key="model_choice").value == "smollm2-135m"
+        assert not at.sidebar.text_input
+    finally:
+        common.shared.clear()

@@ -1,0 +1,39 @@
+"""Deployment settings, read from environment variables (Streamlit also exports root-level secrets there)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from backend.models import BUNDLED
+
+TRUE = {"1", "true", "yes", "on"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a deployment allows. ``hosted`` is the public mode: bundled models only, tighter limits."""
+
+    hosted: bool
+    models: tuple[str, ...]  # allowlist in hosted mode; empty means any model outside it
+    max_tokens: int
+    max_upload_bytes: int
+    results_total: int
+    results_per_session: int
+
+    @staticmethod
+    def from_env(env: Mapping[str, str]) -> Settings:
+        hosted = str(env.get("SINKSCOPE_HOSTED", "0")).strip().lower() in TRUE
+        listed = [m.strip() for m in str(env.get("SINKSCOPE_MODELS", "")).split(",") if m.strip()]
+        models = tuple(listed) if listed else tuple(BUNDLED) if hosted else ()
+        return Settings(
+            hosted=hosted,
+            models=models,
+            max_tokens=int(env.get("SINKSCOPE_MAX_TOKENS", 512 if hosted else 2048)),
+            max_upload_bytes=int(env.get("SINKSCOPE_MAX_UPLOAD_KB", 200 if hosted else 5000)) * 1024,
+            results_total=int(env.get("SINKSCOPE_RESULTS_TOTAL", 12 if hosted else 32)),
+            results_per_session=int(env.get("SINKSCOPE_RESULTS_PER_SESSION", 2 if hosted else 8)),
+        )
+
+    def allows(self, model: str) -> bool:
+        return not self.models or model in self.models

@@ -1,0 +1,75 @@
+"""The view in the URL: restored on a session's first run, rewritten on every run, so links share it."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import streamlit as st
+
+from backend.metrics import HEAD_METRICS
+from backend.models import BUNDLED
+from backend.settings import Settings
+
+CUSTOM = "custom"
+URL_TEXT_LIMIT = 1500  # longer custom texts are not put in the URL
+
+
+def _flag(value: str) -> bool:
+    if value not in ("0", "1"):
+        raise ValueError(value)
+    return value == "1"
+
+
+def _metric(value: str) -> str:
+    if value not in HEAD_METRICS:
+        raise ValueError(value)
+    return value
+
+
+FIELDS = {"layer": int, "head": int, "metric": _metric, "eps": float}
+FLAGS = ("add_bos", "log_scale", "past_sink")
+
+
+def _restore_model(model: str | None, config: Settings) -> None:
+    state = st.session_state
+    if not model or not config.allows(model):
+        return  # a hosted app ignores models outside its allowlist
+    if model in BUNDLED:
+        state["model_choice"] = model
+    elif not config.hosted:
+        state["model_choice"], state["model_path"] = CUSTOM, model
+
+
+def restore_from_url(config: Settings, examples: Collection[str]) -> None:
+    """On a session's first run, put the view the URL describes into the widgets' state."""
+    state, params = st.session_state, st.query_params
+    if state.get("url_restored"):
+        return
+    state["url_restored"] = True
+    _restore_model(params.get("model"), config)
+    if "text" in params:
+        state["example"] = state["loaded_example"] = CUSTOM
+        state["text"] = params["text"]
+    elif params.get("example") in examples:
+        state["example"] = params["example"]
+    parsers = FIELDS | dict.fromkeys(FLAGS, _flag)
+    for key, parse in parsers.items():
+        try:
+            if key in params:
+                state[key] = parse(params[key])
+        except ValueError:
+            pass  # a hand-edited URL with a bad value keeps the default instead
+
+
+def sync_url() -> None:
+    """Write the current view into the URL, so copying it shares exactly this view."""
+    state = st.session_state
+    custom_model = state.get("model_choice") == CUSTOM
+    params = {"model": state.get("model_path") if custom_model else state.get("model_choice")}
+    if state.get("example") != CUSTOM:
+        params["example"] = state.get("example")
+    elif len(state.get("text", "")) <= URL_TEXT_LIMIT:
+        params["text"] = state.get("text")
+    params |= {key: str(state[key]) for key in FIELDS if key in state}
+    params |= {key: str(int(state[key])) for key in FLAGS if key in state}
+    st.query_params.from_dict({k: v for k, v in params.items() if v not in (None, "")})
