@@ -8,7 +8,7 @@ variable that belongs to the calling thread.
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -58,6 +58,18 @@ class Recorder:
 
 
 _current: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("sinkscope_recorder", default=None)
+Attend = Callable[..., tuple]
+_override: contextvars.ContextVar[Attend | None] = contextvars.ContextVar("sinkscope_override", default=None)
+
+
+@contextmanager
+def overriding(attend: Attend) -> Iterator[None]:
+    """Replace this thread's attention computation (streaming caches, interventions) for the block."""
+    token = _override.set(attend)
+    try:
+        yield
+    finally:
+        _override.reset(token)
 
 
 def current_recorder() -> Recorder | None:
@@ -134,6 +146,9 @@ def sinkscope_attention(
     **kwargs: object,
 ) -> tuple[torch.Tensor, None]:
     """Eager attention math when recording (SDPA otherwise), in query chunks against the keys they see."""
+    override = _override.get()
+    if override is not None:
+        return override(module, query, key, value, attention_mask, scaling=scaling, softcap=softcap)
     recorder = _current.get()
     layer = getattr(module, "layer_idx", None)
     reduce = recorder is not None and recorder.reduce

@@ -1,0 +1,188 @@
+"""StreamingLLM (Xiao et al., ICLR 2024): a rolling KV cache of S sink tokens plus the last W tokens.
+
+Keys are stored before the rotary rotation and re-rotated to their positions inside the cache
+(0 .. size-1) at every step, as StreamingLLM does for RoPE models. The methods of metrics.md
+each give a per-token negative log-likelihood; perplexity is exp(mean).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+import torch
+
+from backend import attention
+from backend.errors import InputError, ModelLoadError
+from backend.models import LoadedModel
+
+METHODS = ("dense", "window", "sinks", "recompute", "mask-window", "mask-sinks")
+METHOD_LABELS = {
+    "dense": "dense (whole prefix)",
+    "window": "window, no sinks (0 + S + W)",
+    "sinks": "sinks + window (StreamingLLM, S + W)",
+    "recompute": "sliding window re-computed (S + W)",
+    "mask-window": "mask emulation of window (one pass, exact on RoPE models)",
+    "mask-sinks": "mask emulation of sinks (one pass, approximate: sink distances differ)",
+}
+Progress = Callable[[int, int], bool]  # (done, total) -> keep going?
+
+
+@dataclass
+class SinkCache:
+    """Pre-rotation keys and values per layer, for the first ``sinks`` tokens and the last ``window``."""
+
+    sinks: int
+    window: int
+    keys: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (kv_head, size, head_dim)
+    values: dict[int, torch.Tensor] = field(default_factory=dict)
+    kept: list[int] = field(default_factory=list)  # the text position of every entry, in cache order
+
+    def __post_init__(self) -> None:
+        if self.window < 1 or self.sinks < 0:
+            raise InputError("The window must hold at least the current token, and sinks cannot be negative.")
+
+    @property
+    def capacity(self) -> int:
+        return self.sinks + self.window
+
+    def admit(self, position: int) -> int:
+        """Make room for the token at text ``position``; return its position inside the cache."""
+        if len(self.kept) == self.capacity:
+            evict = self.sinks  # the oldest token that is not a sink
+            del self.kept[evict]
+            for store in (self.keys, self.values):
+                for layer, tensor in store.items():
+                    store[layer] = torch.cat([tensor[:, :evict], tensor[:, evict + 1 :]], dim=1)
+        self.kept.append(position)
+        return len(self.kept) - 1
+
+    def append(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> None:
+        """Add one token's (kv_head, 1, head_dim) key and value to a layer."""
+        for store, new in ((self.keys, key), (self.values, value)):
+            store[layer] = torch.cat([store[layer], new], dim=1) if layer in store else new
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+
+
+def rotary_of(model: torch.nn.Module) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
+    """positions -> (cos, sin), each (position, head_dim), from the model's one standard rotary embedding."""
+    config = model.config.get_text_config()
+    rope = getattr(model.base_model, "rotary_emb", None)
+    rope_type = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
+    if rope is None or rope_type != "default" or getattr(config, "layer_types", None):
+        raise ModelLoadError(
+            f"Streaming needs a model with one standard rotary embedding (Llama family); "
+            f"{config.model_type} is not supported."
+        )
+
+    def cos_sin(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        cos, sin = rope(rope.inv_freq.float(), positions[None])  # (1, position, head_dim)
+        return cos[0], sin[0]
+
+    return cos_sin
+
+
+def _stream_attention(
+    cache: SinkCache, rotary: tuple[torch.Tensor, torch.Tensor], module: torch.nn.Module, query: torch.Tensor,
+    key: torch.Tensor, value: torch.Tensor, attention_mask: object, scaling: float | None = None,
+    softcap: float | None = None,
+) -> tuple[torch.Tensor, None]:  # fmt: skip
+    """One new token against the cache: un-rotate its key, store it, re-rotate every key to its slot."""
+    size = len(cache.kept)
+    cos, sin = rotary[0][:size], rotary[1][:size]  # (size, head_dim): cache positions 0..size-1
+    new_key = key[0] * cos[-1] - rotate_half(key[0]) * sin[-1]  # (kv_head, 1, head_dim), undo R(size - 1)
+    cache.append(module.layer_idx, new_key, value[0])
+    stored = cache.keys[module.layer_idx]
+    keys = (stored * cos + rotate_half(stored) * sin)[None]  # (1, kv_head, size, head_dim), positions 0..size-1
+    facts = attention.MaskFacts.of(None, 1, size, query.device)
+    scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+    values = cache.values[module.layer_idx][None]
+    return attention._chunked(query * scaling, keys, values, facts, softcap, None, None), None
+
+
+def _nll(logits: torch.Tensor, targets: torch.Tensor) -> np.ndarray:
+    """Negative log-likelihood of each target under (position, vocab) logits."""
+    log_probs = torch.log_softmax(logits.float(), dim=-1)
+    return (-log_probs.gather(-1, targets[:, None])[:, 0]).cpu().numpy()
+
+
+def stream(
+    loaded: LoadedModel, ids: list[int], sinks: int, window: int, progress: Progress | None = None
+) -> tuple[np.ndarray, SinkCache]:
+    """Token-by-token NLL of ids[1:] with a sinks + window cache (sinks=0: plain window)."""
+    model, cache = loaded.model, SinkCache(sinks, window)
+    rotary = rotary_of(model)(torch.arange(cache.capacity, device=model.device))  # every slot's angle, once
+    attend = partial(_stream_attention, cache, rotary)
+    nll = []
+    with attention.overriding(attend), torch.inference_mode():
+        for t in range(len(ids) - 1):
+            position = cache.admit(t)
+            inputs = torch.tensor([[ids[t]]], device=model.device)
+            logits = model(input_ids=inputs, position_ids=torch.tensor([[position]]), use_cache=False).logits
+            nll.append(_nll(logits[0], torch.tensor([ids[t + 1]]))[0])
+            if progress is not None and not progress(t + 1, len(ids) - 1):
+                break
+    return np.array(nll), cache
+
+
+def dense(loaded: LoadedModel, ids: list[int], mask: torch.Tensor | None = None) -> np.ndarray:
+    """NLL of ids[1:] from one forward over the whole text (optionally under a 4-D attention mask)."""
+    inputs = torch.tensor([ids], device=loaded.model.device)
+    with torch.inference_mode():
+        logits = loaded.model(input_ids=inputs, attention_mask=mask, use_cache=False).logits[0, :-1]
+    return _nll(logits, inputs[0, 1:])
+
+
+def band_mask(n_tokens: int, sinks: int, window: int) -> torch.Tensor:
+    """(1, 1, query, key) bool: each query sees its last ``window`` tokens and the first ``sinks``."""
+    t = torch.arange(n_tokens)
+    distance = t[:, None] - t[None, :]  # (query, key)
+    allowed = (distance >= 0) & ((distance < window) | (t[None, :] < sinks))
+    return allowed[None, None]
+
+
+def recompute(loaded: LoadedModel, ids: list[int], window: int, progress: Progress | None = None) -> np.ndarray:
+    """NLL of each next token from the last ``window`` tokens re-encoded from scratch (batched)."""
+    head = dense(loaded, ids[:window])  # the first window-1 predictions see their whole prefix anyway
+    starts = list(range(len(ids) - window))  # window s..s+W-1 predicts token s+W
+    nll, batch = [head], 16
+    with torch.inference_mode():
+        for i in range(0, len(starts), batch):
+            chunk = starts[i : i + batch]
+            inputs = torch.tensor([ids[s : s + window] for s in chunk], device=loaded.model.device)
+            logits = loaded.model(input_ids=inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
+            targets = torch.tensor([ids[s + window] for s in chunk], device=logits.device)
+            nll.append(_nll(logits, targets))
+            if progress is not None and not progress(i + len(chunk), len(starts)):
+                break
+    return np.concatenate(nll)
+
+
+def perplexity(nll: np.ndarray) -> float:
+    return float(math.exp(float(np.mean(nll)))) if len(nll) else float("nan")
+
+
+def run_method(
+    loaded: LoadedModel, ids: list[int], method: str, sinks: int, window: int, progress: Progress | None = None
+) -> np.ndarray:
+    """Per-token NLL of ids[1:] by one of METHODS. Every bounded method holds S + W tokens in all."""
+    if method == "dense":
+        return dense(loaded, ids)
+    if method == "window":
+        return stream(loaded, ids, 0, sinks + window, progress)[0]
+    if method == "sinks":
+        return stream(loaded, ids, sinks, window, progress)[0]
+    if method == "recompute":
+        return recompute(loaded, ids, sinks + window, progress)
+    if method == "mask-window":
+        return dense(loaded, ids, band_mask(len(ids), 0, sinks + window))
+    if method == "mask-sinks":
+        return dense(loaded, ids, band_mask(len(ids), sinks, window))
+    raise InputError(f"Unknown method '{method}': choose from {', '.join(METHODS)}.")

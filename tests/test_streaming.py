@@ -1,0 +1,83 @@
+"""StreamingLLM's cache and streaming perplexity."""
+
+from __future__ import annotations
+
+from pydoc_data.topics import topics
+
+import numpy as np
+import pytest
+
+from backend import streaming
+from backend.errors import InputError, ModelLoadError
+from backend.models import LoadedModel
+from tests.conftest import tiny_loaded
+
+
+def test_the_cache_keeps_the_sinks_and_the_most_recent_tokens() -> None:
+    cache = streaming.SinkCache(sinks=2, window=3)
+    slots = [cache.admit(t) for t in range(10)]
+    assert cache.kept == [0, 1, 7, 8, 9]
+    assert slots == [0, 1, 2, 3, 4, 4, 4, 4, 4, 4]  # positions inside the cache, never the text position
+    assert max(len(cache.kept), cache.capacity) == 5
+
+
+def test_without_sinks_only_recent_tokens_stay() -> None:
+    cache = streaming.SinkCache(sinks=0, window=4)
+    for t in range(9):
+        cache.admit(t)
+    assert cache.kept == [5, 6, 7, 8]
+
+
+def test_a_cache_must_hold_the_current_token() -> None:
+    with pytest.raises(InputError):
+        streaming.SinkCache(sinks=4, window=0)
+
+
+def test_the_stored_keys_never_exceed_sinks_plus_window(random_ids: list[int]) -> None:
+    nll, cache = streaming.stream(tiny_loaded("llama-gqa"), random_ids, sinks=3, window=5)
+    assert len(nll) == len(random_ids) - 1
+    assert all(keys.shape[1] == 8 for keys in cache.keys.values())
+    assert cache.kept == [0, 1, 2, *range(len(random_ids) - 6, len(random_ids) - 1)]
+
+
+def test_a_cache_that_never_evicts_equals_the_dense_pass(random_ids: list[int]) -> None:
+    loaded = tiny_loaded("llama-gqa")
+    nll, _ = streaming.stream(loaded, random_ids, sinks=4, window=len(random_ids))
+    np.testing.assert_allclose(nll, streaming.dense(loaded, random_ids), atol=1e-4)
+
+
+def test_the_window_stream_equals_its_mask_emulation_on_a_rope_model(random_ids: list[int]) -> None:
+    loaded = tiny_loaded("llama-gqa")
+    streamed = streaming.run_method(loaded, random_ids, "window", sinks=2, window=6)
+    emulated = streaming.run_method(loaded, random_ids, "mask-window", sinks=2, window=6)
+    np.testing.assert_allclose(streamed, emulated, atol=1e-4)
+
+
+def test_recompute_re_encodes_the_last_tokens_for_every_prediction(random_ids: list[int]) -> None:
+    loaded = tiny_loaded("gemma3-sliding")  # recompute needs no rotary re-assignment: any model works
+    recomputed = streaming.run_method(loaded, random_ids, "recompute", sinks=2, window=6)
+    assert len(recomputed) == len(random_ids) - 1
+    np.testing.assert_allclose(recomputed[:7], streaming.dense(loaded, random_ids[:8]), atol=1e-5)
+    for target in (8, 20, len(random_ids) - 1):
+        alone = streaming.dense(loaded, random_ids[target - 8 : target + 1])[-1]
+        assert recomputed[target - 1] == pytest.approx(alone, abs=1e-5)
+
+
+def test_models_without_standard_rope_are_refused(random_ids: list[int]) -> None:
+    with pytest.raises(ModelLoadError, match="rotary"):
+        streaming.stream(tiny_loaded("gpt2"), random_ids, sinks=4, window=8)
+
+
+def test_a_stop_request_keeps_the_partial_result(random_ids: list[int]) -> None:
+    nll, _ = streaming.stream(tiny_loaded("llama-gqa"), random_ids, 2, 6, progress=lambda done, total: done < 10)
+    assert len(nll) == 10
+
+
+def test_on_the_bundled_model_sinks_rescue_the_window(smollm2: LoadedModel) -> None:
+    ids = smollm2.tokenizer("\n".join(topics.values()), add_special_tokens=False)["input_ids"][:200]
+    ppl = {
+        m: streaming.perplexity(streaming.run_method(smollm2, ids, m, sinks=4, window=28)) for m in streaming.METHODS
+    }
+    assert abs(ppl["window"] / ppl["mask-window"] - 1) < 0.01  # the same computation for RoPE models
+    assert ppl["sinks"] < 0.8 * ppl["window"]  # evicting the first tokens hurts; keeping 4 of them helps
+    assert abs(ppl["sinks"] / ppl["recompute"] - 1) < 0.15
