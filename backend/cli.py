@@ -11,7 +11,7 @@ import json
 import logging
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from backend.errors import InputError, SinkscopeError, TokenLimitError
@@ -97,14 +97,61 @@ def run_analyze(args: argparse.Namespace) -> None:
         Path(args.json).write_text(json.dumps(trace_json(trace, loaded.info, args.eps), indent=1))
 
 
-def parser() -> argparse.ArgumentParser:
+def run_stream(args: argparse.Namespace) -> None:
+    import time
+
+    from backend.models import load_model
+    from backend.streaming import METHODS, builtin_text, method_cache, perplexity, run_method
+
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise InputError(f"Unknown method(s) {', '.join(unknown) or '(none)'}: choose from {', '.join(METHODS)}.")
+    text = read_text_file(args.text_file) if args.text_file else builtin_text()
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=log.info)
+    ids = loaded.tokenizer(text, add_special_tokens=False)["input_ids"][: args.tokens]
+    if len(ids) < args.tokens:
+        raise InputError(f"The text has only {len(ids)} tokens; pass a longer --text-file or fewer --tokens.")
+    print(f"model: {loaded.info.badge()}\n{len(ids)} tokens, sinks {args.sinks}, window {args.window}")
+    rows, curves = [], {}
+    for method in methods:
+        start = time.perf_counter()
+        curves[method] = run_method(loaded, ids, method, args.sinks, args.window, _progress_logger(method))
+        sinks, window = method_cache(method, args.sinks, args.window, len(ids))
+        row = {"method": method, "sinks": sinks, "window": window, "tokens": len(ids)}
+        row |= {"ppl": perplexity(curves[method]), "seconds": round(time.perf_counter() - start, 2)}
+        rows.append(row)
+        print(f"{method:12s} sinks {sinks:4d}  window {window:5d}  ppl {row['ppl']:10.3f}  {row['seconds']:7.1f} s")
+    if args.csv:
+        write_csv(args.csv, ["method", "sinks", "window", "tokens", "ppl", "seconds"], rows)
+    if args.per_token_csv:
+        per_token = [{"position": i + 1} | {m: float(c[i]) for m, c in curves.items()} for i in range(len(ids) - 1)]
+        write_csv(args.per_token_csv, ["position", *curves], per_token)
+
+
+def _progress_logger(method: str) -> Callable[[int, int], bool]:
+    def report(done: int, total: int) -> bool:
+        if done % max(1, total // 10) == 0:
+            log.info("%s: %d/%d", method, done, total)
+        return True
+
+    return report
+
+
+def _model_options(command: argparse.ArgumentParser) -> None:
     from backend.models import DEFAULT_MODEL
 
+    command.add_argument("--model", default=DEFAULT_MODEL, help="bundled key, hub id or local directory")
+    command.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    command.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
+
+
+def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="python -m backend", description="Sinkscope: measure attention sinks.")
     root.add_argument("--debug", action="store_true", help="show full tracebacks")
     commands = root.add_subparsers(dest="command", required=True)
     analyze = commands.add_parser("analyze", help="per-head and per-layer metrics of one text")
-    analyze.add_argument("--model", default=DEFAULT_MODEL, help="bundled key, hub id or local directory")
+    _model_options(analyze)
     source = analyze.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="the text itself")
     source.add_argument("--text-file", help="a UTF-8 text file")
@@ -118,18 +165,27 @@ def parser() -> argparse.ArgumentParser:
     analyze.add_argument("--heads-csv", help="write per-head metrics here")
     analyze.add_argument("--layers-csv", help="write per-layer metrics here")
     analyze.add_argument("--json", help="write everything as JSON here")
-    analyze.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
-    analyze.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
     analyze.set_defaults(run=run_analyze)
+    stream = commands.add_parser("stream", help="streaming perplexity with and without attention sinks")
+    _model_options(stream)
+    stream.add_argument("--text-file", help="a long UTF-8 text (default: Python's built-in pydoc topics)")
+    stream.add_argument("--tokens", type=int, default=1024, help="how many tokens to stream")
+    stream.add_argument("--sinks", type=int, default=4, help="first tokens kept in the cache (S)")
+    stream.add_argument("--window", type=int, default=252, help="recent tokens kept in the cache (W)")
+    stream.add_argument("--methods", default="dense,window,sinks,recompute", help="comma-separated")
+    stream.add_argument("--csv", help="one row per method: method,sinks,window,tokens,ppl,seconds")
+    stream.add_argument("--per-token-csv", help="the NLL of every token, one column per method")
+    stream.set_defaults(run=run_stream)
     return root
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    if getattr(args, "max_tokens", None) is not None and args.max_tokens < 1:
-        print("error: --max-tokens must be at least 1", file=sys.stderr)
-        return 2
+    for name in ("max_tokens", "tokens", "window"):
+        if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
+            print(f"error: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
+            return 2
     try:
         args.run(args)
     except SinkscopeError as err:

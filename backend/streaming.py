@@ -186,3 +186,19 @@ def run_method(
     if method == "mask-sinks":
         return dense(loaded, ids, band_mask(len(ids), sinks, window))
     raise InputError(f"Unknown method '{method}': choose from {', '.join(METHODS)}.")
+
+
+def builtin_text() -> str:
+    """A long English text that ships with every Python: the pydoc topic help."""
+    from pydoc_data.topics import topics
+
+    return "\n\n".join(topics[key] for key in sorted(topics))
+
+
+def method_cache(method: str, sinks: int, window: int, n_tokens: int) -> tuple[int, int]:
+    """(sinks, window) a method actually holds, for tables: bounded methods all hold S + W tokens."""
+    if method == "dense":
+        return 0, n_tokens
+    if method in ("sinks", "mask-sinks"):
+        return sinks, window
+    return 0, sinks + window

@@ -1,0 +1,78 @@
+"""The command line, run as a user would: real files in, CSVs and one-line errors out."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "backend", *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def test_analyze_writes_the_documented_csvs_and_json(tmp_path: Path) -> None:
+    text = tmp_path / "essay.txt"
+    text.write_text("The first token collects attention that has nowhere else to go.", encoding="utf-8")
+    heads, layers, out = tmp_path / "heads.csv", tmp_path / "layers.csv", tmp_path / "out.json"
+    done = cli("analyze", "--text-file", str(text), "--heads-csv", str(heads), "--layers-csv", str(layers),
+               "--json", str(out), "--eps", "0.4")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "sink rate (eps=0.4" in done.stdout and "float32" in done.stdout
+    head_rows = list(csv.DictReader(heads.open()))
+    assert list(head_rows[0]) == ["layer", "head", "sink", "diagonal", "previous_token", "entropy", "value_sink", "kind"]
+    assert len(head_rows) == 30 * 9
+    layer_rows = list(csv.DictReader(layers.open()))
+    assert list(layer_rows[0])[:2] == ["layer", "top1"] and len(layer_rows) == 31
+    report = json.loads(out.read_text())
+    assert report["eps"] == 0.4 and len(report["heads"]) == 270 and report["tokens"][0] == "The"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["analyze", "--text", "   "], "empty"),
+        (["analyze", "--text-file", "/no/such/file.txt"], "no such file"),
+        (["analyze", "--model", "nope", "--text", "hi"], "Unknown model 'nope'"),
+        (["analyze", "--text", "word " * 9000], "--max-tokens"),
+        (["stream", "--methods", "dense,bogus", "--tokens", "50"], "Unknown method"),
+        (["stream", "--window", "0"], "--window must be at least 1"),
+    ],
+)
+def test_errors_print_one_line_and_no_traceback(args: list[str], message: str) -> None:
+    done = cli(*args)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len([line for line in done.stderr.splitlines() if line.startswith("error:")]) == 1
+
+
+def test_binary_and_non_utf8_files_are_refused(tmp_path: Path) -> None:
+    binary, latin = tmp_path / "a.bin", tmp_path / "b.txt"
+    binary.write_bytes(b"\x7fELF\x00\x01")
+    latin.write_bytes("caf\u00e9".encode("latin-1"))
+    assert "binary" in cli("analyze", "--text-file", str(binary)).stderr
+    assert "not UTF-8" in cli("analyze", "--text-file", str(latin)).stderr
+
+
+def test_max_tokens_truncates_instead_of_refusing() -> None:
+    done = cli("analyze", "--text", "word " * 9000, "--max-tokens", "64")
+    assert done.returncode == 0, done.stderr
+    assert "64 tokens" in done.stdout
+
+
+def test_stream_reports_one_row_per_method(tmp_path: Path) -> None:
+    table, curve = tmp_path / "s.csv", tmp_path / "p.csv"
+    done = cli("stream", "--tokens", "80", "--sinks", "4", "--window", "12", "--methods", "dense,sinks,mask-window",
+               "--csv", str(table), "--per-token-csv", str(curve))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(table.open()))
+    assert [r["method"] for r in rows] == ["dense", "sinks", "mask-window"]
+    assert list(rows[0]) == ["method", "sinks", "window", "tokens", "ppl", "seconds"]
+    assert (rows[1]["sinks"], rows[1]["window"], rows[2]["window"]) == ("4", "12", "16")
+    assert len(list(csv.DictReader(curve.open()))) == 79
