@@ -129,10 +129,10 @@ def run_stream(args: argparse.Namespace) -> None:
         write_csv(args.per_token_csv, ["position", *curves], per_token)
 
 
-def _progress_logger(method: str) -> Callable[[int, int], bool]:
-    def report(done: int, total: int) -> bool:
-        if done % max(1, total // 10) == 0:
-            log.info("%s: %d/%d", method, done, total)
+def _progress_logger(method: str) -> Callable[[list[float], int], bool]:
+    def report(done: list[float], total: int) -> bool:
+        if len(done) % max(1, total // 10) == 0:
+            log.info("%s: %d/%d", method, len(done), total)
         return True
 
     return report

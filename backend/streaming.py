@@ -8,7 +8,8 @@ each give a per-token negative log-likelihood; perplexity is exp(mean).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -28,7 +29,7 @@ METHOD_LABELS = {
     "mask-window": "mask emulation of window (one pass, exact on RoPE models)",
     "mask-sinks": "mask emulation of sinks (one pass, approximate: sink distances differ)",
 }
-Progress = Callable[[int, int], bool]  # (done, total) -> keep going?
+Progress = Callable[[list[float], int], bool]  # (NLL so far, total) -> keep going?
 
 
 @dataclass
@@ -40,6 +41,7 @@ class SinkCache:
     keys: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (kv_head, size, head_dim)
     values: dict[int, torch.Tensor] = field(default_factory=dict)
     kept: list[int] = field(default_factory=list)  # the text position of every entry, in cache order
+    seen: int = 0  # tokens admitted so far
 
     def __post_init__(self) -> None:
         if self.window < 1 or self.sinks < 0:
@@ -49,15 +51,16 @@ class SinkCache:
     def capacity(self) -> int:
         return self.sinks + self.window
 
-    def admit(self, position: int) -> int:
-        """Make room for the token at text ``position``; return its position inside the cache."""
+    def admit(self) -> int:
+        """Make room for the next token of the text; return its position inside the cache."""
         if len(self.kept) == self.capacity:
             evict = self.sinks  # the oldest token that is not a sink
             del self.kept[evict]
             for store in (self.keys, self.values):
                 for layer, tensor in store.items():
                     store[layer] = torch.cat([tensor[:, :evict], tensor[:, evict + 1 :]], dim=1)
-        self.kept.append(position)
+        self.kept.append(self.seen)
+        self.seen += 1
         return len(self.kept) - 1
 
     def append(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> None:
@@ -113,23 +116,47 @@ def _nll(logits: torch.Tensor, targets: torch.Tensor) -> np.ndarray:
     return (-log_probs.gather(-1, targets[:, None])[:, 0]).cpu().numpy()
 
 
+@contextmanager
+def streamer(loaded: LoadedModel, sinks: int, window: int) -> Iterator[tuple[Callable[[int], torch.Tensor], SinkCache]]:
+    """A step function feeding one token at a time through a sinks + window cache -> its next-token logits."""
+    model, cache = loaded.model, SinkCache(sinks, window)
+    rotary = rotary_of(model)(torch.arange(cache.capacity, device=model.device))  # every slot's angle, once
+    attend = partial(_stream_attention, cache, rotary)
+
+    def step(token: int) -> torch.Tensor:
+        position = cache.admit()
+        inputs = torch.tensor([[token]], device=model.device)
+        positions = torch.tensor([[position]], device=model.device)
+        return model(input_ids=inputs, position_ids=positions, use_cache=False).logits[0, -1]
+
+    with attention.overriding(attend), torch.inference_mode():
+        yield step, cache
+
+
 def stream(
     loaded: LoadedModel, ids: list[int], sinks: int, window: int, progress: Progress | None = None
 ) -> tuple[np.ndarray, SinkCache]:
     """Token-by-token NLL of ids[1:] with a sinks + window cache (sinks=0: plain window)."""
-    model, cache = loaded.model, SinkCache(sinks, window)
-    rotary = rotary_of(model)(torch.arange(cache.capacity, device=model.device))  # every slot's angle, once
-    attend = partial(_stream_attention, cache, rotary)
-    nll = []
-    with attention.overriding(attend), torch.inference_mode():
+    nll: list[float] = []
+    with streamer(loaded, sinks, window) as (step, cache):
         for t in range(len(ids) - 1):
-            position = cache.admit(t)
-            inputs = torch.tensor([[ids[t]]], device=model.device)
-            logits = model(input_ids=inputs, position_ids=torch.tensor([[position]]), use_cache=False).logits
-            nll.append(_nll(logits[0], torch.tensor([ids[t + 1]]))[0])
-            if progress is not None and not progress(t + 1, len(ids) - 1):
+            nll.append(float(_nll(step(ids[t])[None], torch.tensor([ids[t + 1]]))[0]))
+            if progress is not None and not progress(nll, len(ids) - 1):
                 break
     return np.array(nll), cache
+
+
+def generate(loaded: LoadedModel, prompt: list[int], n_new: int, sinks: int, window: int) -> list[int]:
+    """Greedy continuation of ``prompt`` with a bounded cache: without sinks it turns to gibberish."""
+    out: list[int] = []
+    with streamer(loaded, sinks, window) as (step, _):
+        for token in prompt[:-1]:
+            step(token)
+        token = prompt[-1]
+        for _ in range(n_new):
+            token = int(step(token).argmax())
+            out.append(token)
+    return out
 
 
 def dense(loaded: LoadedModel, ids: list[int], mask: torch.Tensor | None = None) -> np.ndarray:
@@ -160,7 +187,8 @@ def recompute(loaded: LoadedModel, ids: list[int], window: int, progress: Progre
             logits = loaded.model(input_ids=inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
             targets = torch.tensor([ids[s + window] for s in chunk], device=logits.device)
             nll.append(_nll(logits, targets))
-            if progress is not None and not progress(i + len(chunk), len(starts)):
+            done = np.concatenate(nll)
+            if progress is not None and not progress(list(done), len(ids) - 1):
                 break
     return np.concatenate(nll)
 

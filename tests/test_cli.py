@@ -26,7 +26,8 @@ def test_analyze_writes_the_documented_csvs_and_json(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "sink rate (eps=0.4" in done.stdout and "float32" in done.stdout
     head_rows = list(csv.DictReader(heads.open()))
-    assert list(head_rows[0]) == ["layer", "head", "sink", "diagonal", "previous_token", "entropy", "value_sink", "kind"]
+    columns = ["layer", "head", "sink", "diagonal", "previous_token", "entropy", "value_sink", "kind"]
+    assert list(head_rows[0]) == columns
     assert len(head_rows) == 30 * 9
     layer_rows = list(csv.DictReader(layers.open()))
     assert list(layer_rows[0])[:2] == ["layer", "top1"] and len(layer_rows) == 31

@@ -15,7 +15,7 @@ from tests.conftest import tiny_loaded
 
 def test_the_cache_keeps_the_sinks_and_the_most_recent_tokens() -> None:
     cache = streaming.SinkCache(sinks=2, window=3)
-    slots = [cache.admit(t) for t in range(10)]
+    slots = [cache.admit() for _ in range(10)]
     assert cache.kept == [0, 1, 7, 8, 9]
     assert slots == [0, 1, 2, 3, 4, 4, 4, 4, 4, 4]  # positions inside the cache, never the text position
     assert max(len(cache.kept), cache.capacity) == 5
@@ -23,8 +23,8 @@ def test_the_cache_keeps_the_sinks_and_the_most_recent_tokens() -> None:
 
 def test_without_sinks_only_recent_tokens_stay() -> None:
     cache = streaming.SinkCache(sinks=0, window=4)
-    for t in range(9):
-        cache.admit(t)
+    for _ in range(9):
+        cache.admit()
     assert cache.kept == [5, 6, 7, 8]
 
 
@@ -69,7 +69,7 @@ def test_models_without_standard_rope_are_refused(random_ids: list[int]) -> None
 
 
 def test_a_stop_request_keeps_the_partial_result(random_ids: list[int]) -> None:
-    nll, _ = streaming.stream(tiny_loaded("llama-gqa"), random_ids, 2, 6, progress=lambda done, total: done < 10)
+    nll, _ = streaming.stream(tiny_loaded("llama-gqa"), random_ids, 2, 6, progress=lambda done, total: len(done) < 10)
     assert len(nll) == 10
 
 
@@ -81,3 +81,10 @@ def test_on_the_bundled_model_sinks_rescue_the_window(smollm2: LoadedModel) -> N
     assert abs(ppl["window"] / ppl["mask-window"] - 1) < 0.01  # the same computation for RoPE models
     assert ppl["sinks"] < 0.8 * ppl["window"]  # evicting the first tokens hurts; keeping 4 of them helps
     assert abs(ppl["sinks"] / ppl["recompute"] - 1) < 0.15
+
+
+def test_generation_with_a_bounded_cache_continues_the_prompt(smollm2: LoadedModel) -> None:
+    prompt = smollm2.tokenizer("The capital of France is", add_special_tokens=False)["input_ids"]
+    with_room = streaming.generate(smollm2, prompt, 3, sinks=4, window=60)
+    assert smollm2.tokenizer.decode(with_room).strip().startswith("Paris")
+    assert len(streaming.generate(smollm2, prompt, 20, sinks=0, window=4)) == 20
