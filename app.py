@@ -3,4 +3,8 @@
 import streamlit as st
 
 st.set_page_config(page_title="Sinkscope", page_icon="🕳️", layout="wide")
-st.navigation([st.Page("pages/explorer.py", title="Explorer", icon="🔎", default=True)]).run()
+pages = [
+    st.Page("pages/explorer.py", title="Explorer", icon="🔎", default=True),
+    st.Page("pages/streaming.py", title="Streaming", icon="🌊", url_path="streaming"),
+]
+st.navigation(pages).run()

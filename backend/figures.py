@@ -205,3 +205,69 @@ def fig_depth_profile(heads: dict[str, np.ndarray], first_norm_ratio: np.ndarray
 def figure_html(fig: go.Figure) -> str:
     """A standalone page (plotly.js inlined) that opens offline."""
     return fig.to_html(include_plotlyjs=True, full_html=True)
+
+
+def rolling_mean(values: np.ndarray, width: int) -> np.ndarray:
+    """Trailing mean over up to ``width`` values (shorter at the start)."""
+    sums = np.cumsum(np.insert(np.asarray(values, dtype=np.float64), 0, 0.0))
+    ends = np.arange(1, len(values) + 1)
+    starts = np.maximum(0, ends - width)
+    return (sums[ends] - sums[starts]) / (ends - starts)
+
+
+def fig_stream_nll(curves: dict[str, np.ndarray], labels: dict[str, str], cache_size: int, width: int) -> go.Figure:
+    """Per-token NLL (rolling mean) against position, one line per method; a line where the cache fills."""
+    fig = go.Figure()
+    for method, nll in curves.items():
+        fig.add_scatter(x=np.arange(1, len(nll) + 1), y=rolling_mean(nll, width), name=labels.get(method, method))
+    fig.add_vline(x=cache_size, line_dash="dash", annotation_text="cache full: eviction starts")
+    fig.update_layout(
+        title=f"Next-token loss while streaming (rolling mean over {width} tokens)",
+        xaxis={"title": "position in the text"},
+        yaxis={"title": "negative log-likelihood (nats)"},
+        legend={"orientation": "h", "y": -0.25},
+        height=440,
+        margin={"l": 50, "r": 20, "t": 50, "b": 40},
+    )
+    return fig
+
+
+def fig_ppl_vs_sinks(sinks: list[int], ppl: list[float], cache_size: int, engine: str) -> go.Figure:
+    """Perplexity against the number of sink tokens at one fixed cache size (Xiao et al., Table 2)."""
+    fig = go.Figure(go.Bar(x=[str(s) for s in sinks], y=ppl, text=[f"{p:.2f}" for p in ppl], textposition="outside"))
+    fig.update_layout(
+        title=f"Perplexity with S sinks + (cache {cache_size} − S) recent tokens · {engine}",
+        xaxis={"title": "sink tokens S"},
+        yaxis={"title": "perplexity", "type": "log"},
+        height=380,
+        margin={"l": 50, "r": 20, "t": 50, "b": 40},
+    )
+    return fig
+
+
+def fig_cache_membership(n_tokens: int, sinks: int, window: int, step: int, max_cells: int = 256) -> go.Figure:
+    """Which keys the cache holds at each step (rows): sinks, the recent window, and the chosen step."""
+    t = np.arange(n_tokens)
+    held = (t[None, :] <= t[:, None]) & ((t[:, None] - t[None, :] < window) | (t[None, :] < sinks))
+    shade = held.astype(np.float32) + (t[None, :] < sinks) * held * 0.5  # sinks darker than the window
+    shade[step] += 0.6 * (shade[step] > 0)
+    pooled, row_starts, col_starts = pool_max(shade, max_cells)
+    fig = go.Figure(
+        go.Heatmap(
+            z=pooled,
+            x=col_starts,
+            y=row_starts,
+            colorscale="Greys",
+            showscale=False,
+            hovertemplate="step %{y}<br>key %{x}<extra></extra>",
+        )
+    )
+    fig.add_hline(y=step, line_color="#d62728", annotation_text=f"step {step}: {min(step + 1, sinks + window)} keys")
+    fig.update_layout(
+        title=f"What the cache holds: {sinks} sinks + the last {window} tokens",
+        xaxis={"title": "key position in the text"},
+        yaxis={"title": "step (token being read)", "autorange": "reversed"},
+        height=420,
+        margin={"l": 60, "r": 20, "t": 50, "b": 40},
+    )
+    return fig

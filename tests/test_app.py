@@ -187,3 +187,22 @@ def test_hosted_mode_ignores_a_model_path_in_the_url(monkeypatch: pytest.MonkeyP
         assert not at.sidebar.text_input
     finally:
         common.shared.clear()
+
+
+def test_the_streaming_page_shows_sinks_rescuing_a_small_window() -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.switch_page("pages/streaming.py").run()
+    assert not at.exception
+    at.slider(key="stream_tokens").set_value(128)
+    at.slider(key="stream_window").set_value(20)
+    at.multiselect(key="stream_methods").set_value(["window", "sinks", "mask-window"])
+    next(b for b in at.button if b.label == "Stream").click().run()
+    assert not at.exception
+    table = at.dataframe[0].value.set_index("S")
+    window_ppl, sinks_ppl = table.loc[0, "perplexity"].iloc[0], table.loc[4, "perplexity"]
+    assert sinks_ppl < window_ppl
+    curves = chart(at, "stream_nll")["data"]
+    assert len(curves) == 3
+    next(b for b in at.button if b.label.startswith("Sweep")).click().run()
+    bars = chart(at, "sweep_chart")["data"][0]
+    assert list(bars["x"]) == ["0", "1", "2", "4", "8"]

@@ -102,3 +102,14 @@ def test_uploads_are_checked_and_read(page: Page, app_url: str) -> None:
     text = "A small uploaded essay about sinks."
     upload.set_input_files(files=[{"name": "essay.txt", "mimeType": "text/plain", "buffer": text.encode()}])
     expect(page.get_by_test_id("stSidebar").get_by_label("Text")).to_have_value(text, timeout=LOAD)
+
+
+def test_the_streaming_page_streams_a_short_text(page: Page, app_url: str) -> None:
+    page.goto(f"{app_url}/streaming")
+    expect(page.get_by_role("button", name="Stream", exact=True)).to_be_visible(timeout=LOAD)
+    page.get_by_role("slider", name="Tokens to stream").focus()
+    page.keyboard.press("Home")  # the shortest stream, so the test runs in seconds
+    page.get_by_role("button", name="Stream", exact=True).click()
+    table = page.get_by_test_id("stDataFrame").first
+    expect(table).to_be_visible(timeout=LOAD)
+    expect(page.get_by_text("Next-token loss while streaming").first).to_be_visible(timeout=LOAD)
