@@ -14,6 +14,8 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from backend.errors import InputError, SinkscopeError, TokenLimitError
 from backend.metrics import DEFAULT_EPS
 from backend.tokens import decode_text
@@ -129,6 +131,51 @@ def run_stream(args: argparse.Namespace) -> None:
         write_csv(args.per_token_csv, ["position", *curves], per_token)
 
 
+def _polarize_report(args: argparse.Namespace) -> dict[str, object]:
+    from backend import lab
+
+    run = lab.polarize(args.attention, args.loss, steps=args.steps, seed=args.seed, lr=args.lr or 0.5)
+    print(f"{args.attention}, {args.loss} loss: entropy {run.entropy[0]:.3f} -> {run.entropy[-1]:.3f}")
+    return {
+        "attention": args.attention,
+        "loss": args.loss,
+        "steps": run.steps[-1],
+        "final_entropy": run.entropy[-1],
+        "final_largest_weight": float(np.max(np.abs(run.weights[-1]))),
+        "ratio_curve": [{"step": step, "ratio": ratio} for step, ratio in zip(run.steps, run.ratio, strict=True)],
+    }
+
+
+def _induction_report(args: argparse.Namespace) -> dict[str, object]:
+    from backend import lab
+
+    run = lab.train_induction(args.attention, steps=args.steps, seed=args.seed, lr=args.lr or 1e-3)
+    print(
+        f"{args.attention}: loss {run.loss[-1]:.3f}, accuracy {run.accuracy[-1]:.3f}, sink rate {run.sink_rate():.1f}%"
+    )
+    if args.save:
+        Path(args.save).mkdir(parents=True, exist_ok=True)
+        run.save(Path(args.save) / f"{args.attention}.json")
+    final = np.array(run.bos_attention[-1])  # (layer, head)
+    heads = [
+        {"layer": layer, "head": head, "value": float(final[layer, head])} for layer, head in np.ndindex(final.shape)
+    ]
+    return {
+        "attention": args.attention,
+        "steps": run.steps[-1],
+        "final_loss": run.loss[-1],
+        "final_accuracy": run.accuracy[-1],
+        "sink_rate_eps_0.3": run.sink_rate(0.3),
+        "bos_attention": heads,
+    }
+
+
+def run_lab(args: argparse.Namespace) -> None:
+    report = _polarize_report(args) if args.experiment == "polarize" else _induction_report(args)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+
+
 def _progress_logger(method: str) -> Callable[[list[float], int], bool]:
     def report(done: list[float], total: int) -> bool:
         if len(done) % max(1, total // 10) == 0:
@@ -176,13 +223,23 @@ def parser() -> argparse.ArgumentParser:
     stream.add_argument("--csv", help="one row per method: method,sinks,window,tokens,ppl,seconds")
     stream.add_argument("--per-token-csv", help="the NLL of every token, one column per method")
     stream.set_defaults(run=run_stream)
+    lab = commands.add_parser("lab", help="training experiments: softmax polarization, sinks emerging")
+    lab.add_argument("experiment", choices=["polarize", "induction"])
+    lab.add_argument("--attention", default="softmax", help="softmax, softmax+1, sigmoid, relu or linear")
+    lab.add_argument("--loss", default="logistic", choices=["logistic", "square"], help="polarize only")
+    lab.add_argument("--steps", type=int, default=3000)
+    lab.add_argument("--seed", type=int, default=0)
+    lab.add_argument("--lr", type=float, help="default 0.5 (polarize) or 1e-3 (induction)")
+    lab.add_argument("--json", help="write the final numbers here")
+    lab.add_argument("--save", help="induction: write the whole run to DIR/<attention>.json for the page")
+    lab.set_defaults(run=run_lab)
     return root
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    for name in ("max_tokens", "tokens", "window"):
+    for name in ("max_tokens", "tokens", "window", "steps"):
         if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
             print(f"error: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
             return 2

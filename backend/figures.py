@@ -14,6 +14,7 @@ import plotly.graph_objects as go
 from PIL import Image
 
 from backend.metrics import HEAD_METRICS
+from backend.streaming import band_mask
 
 METRIC_TITLES = {
     "sink": "attention to the first token",
@@ -22,6 +23,7 @@ METRIC_TITLES = {
     "entropy": "normalized entropy",
     "value_sink": "share of output read from the first token",
 }
+MARGIN = {"l": 50, "r": 20, "t": 50, "b": 40}
 KIND_COLORS = {"sink": "#d62728", "diagonal": "#1f77b4", "previous_token": "#2ca02c", "mixed": "#bbbbbb"}
 
 
@@ -56,7 +58,7 @@ def fig_head_map(heads: dict[str, np.ndarray], metric: str) -> go.Figure:
         xaxis={"title": "head", "dtick": 1},
         yaxis={"title": "layer", "autorange": "reversed"},
         height=max(320, 18 * n_layers + 120),
-        margin={"l": 50, "r": 20, "t": 50, "b": 40},
+        margin=MARGIN,
     )
     return fig
 
@@ -73,7 +75,7 @@ def fig_kind_counts(kinds: np.ndarray) -> go.Figure:
         xaxis={"title": "layer", "dtick": 2},
         yaxis={"title": "heads"},
         height=300,
-        margin={"l": 50, "r": 20, "t": 50, "b": 40},
+        margin=MARGIN,
         legend={"orientation": "h", "y": -0.25},
     )
     return fig
@@ -227,7 +229,7 @@ def fig_stream_nll(curves: dict[str, np.ndarray], labels: dict[str, str], cache_
         yaxis={"title": "negative log-likelihood (nats)"},
         legend={"orientation": "h", "y": -0.25},
         height=440,
-        margin={"l": 50, "r": 20, "t": 50, "b": 40},
+        margin=MARGIN,
     )
     return fig
 
@@ -240,16 +242,15 @@ def fig_ppl_vs_sinks(sinks: list[int], ppl: list[float], cache_size: int, engine
         xaxis={"title": "sink tokens S"},
         yaxis={"title": "perplexity", "type": "log"},
         height=380,
-        margin={"l": 50, "r": 20, "t": 50, "b": 40},
+        margin=MARGIN,
     )
     return fig
 
 
 def fig_cache_membership(n_tokens: int, sinks: int, window: int, step: int, max_cells: int = 256) -> go.Figure:
     """Which keys the cache holds at each step (rows): sinks, the recent window, and the chosen step."""
-    t = np.arange(n_tokens)
-    held = (t[None, :] <= t[:, None]) & ((t[:, None] - t[None, :] < window) | (t[None, :] < sinks))
-    shade = held.astype(np.float32) + (t[None, :] < sinks) * held * 0.5  # sinks darker than the window
+    held = band_mask(n_tokens, sinks, window)[0, 0].numpy()  # (step, key): the same band the cache keeps
+    shade = held.astype(np.float32) + (np.arange(n_tokens) < sinks) * held * 0.5  # sinks darker than the window
     shade[step] += 0.6 * (shade[step] > 0)
     pooled, row_starts, col_starts = pool_max(shade, max_cells)
     fig = go.Figure(
