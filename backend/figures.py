@@ -272,3 +272,22 @@ def fig_cache_membership(n_tokens: int, sinks: int, window: int, step: int, max_
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
     )
     return fig
+
+
+def fig_lines(
+    x: dict[str, list[float]] | list[float], series: dict[str, list[float]], title: str, x_title: str, y_title: str,
+    log_x: bool = False, log_y: bool = False,
+) -> go.Figure:  # fmt: skip
+    """One line per named series; ``x`` is shared or given per series."""
+    fig = go.Figure()
+    for name, values in series.items():
+        fig.add_scatter(x=x[name] if isinstance(x, dict) else x, y=values, name=name, mode="lines")
+    fig.update_layout(
+        title=title,
+        xaxis={"title": x_title, "type": "log" if log_x else "linear"},
+        yaxis={"title": y_title, "type": "log" if log_y else "linear"},
+        legend={"orientation": "h", "y": -0.3},
+        height=380,
+        margin=MARGIN,
+    )
+    return fig
