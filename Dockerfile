@@ -20,7 +20,7 @@ COPY --chown=sinkscope:sinkscope app.py ./
 COPY --chown=sinkscope:sinkscope .streamlit .streamlit
 COPY --chown=sinkscope:sinkscope assets assets
 COPY --chown=sinkscope:sinkscope backend backend
-COPY --chown=sinkscope:sinkscope pages pages
+COPY --chown=sinkscope:sinkscope views views
 
 USER 1000
 # Dequantize the bundled GGUF now, so the first visitor does not wait for it.

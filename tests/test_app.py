@@ -13,7 +13,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from backend.metrics import HEAD_METRICS
-from pages import common
+from views import common
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 180  # the first run may dequantize the bundled model
@@ -191,7 +191,7 @@ def test_hosted_mode_ignores_a_model_path_in_the_url(monkeypatch: pytest.MonkeyP
 
 def test_the_streaming_page_shows_sinks_rescuing_a_small_window() -> None:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.switch_page("pages/streaming.py").run()
+    at.switch_page("views/streaming.py").run()
     assert not at.exception
     at.slider(key="stream_tokens").set_value(128)
     at.slider(key="stream_window").set_value(20)
@@ -206,3 +206,20 @@ def test_the_streaming_page_shows_sinks_rescuing_a_small_window() -> None:
     next(b for b in at.button if b.label.startswith("Sweep")).click().run()
     bars = chart(at, "sweep_chart")["data"][0]
     assert list(bars["x"]) == ["0", "1", "2", "4", "8"]
+
+
+def test_the_training_lab_opens_on_saved_runs_and_retrains_live() -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.switch_page("views/lab.py").run()
+    assert not at.exception
+    entropy = chart(at, "lab_entropy")["data"]
+    assert {trace["name"] for trace in entropy} == {"softmax", "softmax+1", "sigmoid", "relu", "linear"}
+    table = at.dataframe[0].value
+    assert set(table["attention"]) == {"softmax", "softmax+1", "sigmoid", "linear"}  # the shipped runs
+    at.select_slider(key="ind_steps").set_value(200)
+    at.selectbox(key="ind_variant").set_value("sigmoid")
+    next(b for b in at.button if b.label == "Retrain live").click().run()
+    assert not at.exception
+    retrained = at.dataframe[0].value.set_index("attention")
+    assert retrained.loc["sigmoid", "steps"] == 200
+    assert "What these runs show" in " ".join(m.value for m in at.markdown)

@@ -7,7 +7,7 @@ import streamlit as st
 
 from backend import figures, streaming
 from backend.errors import SinkscopeError
-from pages import common, url_state
+from views import common, url_state
 
 SINK_CHOICES = [0, 1, 2, 4, 8]
 PAPER_CACHE = pd.DataFrame(

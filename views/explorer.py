@@ -10,7 +10,7 @@ from backend import figures
 from backend.capture import HEAD_COLUMNS, LAYER_COLUMNS, Trace
 from backend.metrics import DEFAULT_EPS, HEAD_METRICS, value_weighted, without_first_keys
 from backend.tokens import token_labels
-from pages import common, url_state
+from views import common, url_state
 
 ZOOM = 256  # the one-head map shows at most ZOOM x ZOOM cells at full resolution
 

@@ -20,7 +20,7 @@ from backend.models import BUNDLED, LoadedModel, load_model, resolve_device
 from backend.runs import BoundedCache, RunQueue
 from backend.settings import Settings
 from backend.tokens import adds_bos_by_default, decode_text, encode, has_bos
-from pages.url_state import CUSTOM, restore_from_url
+from views.url_state import CUSTOM, restore_from_url
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 EXAMPLES = {e["id"]: e for e in json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))}

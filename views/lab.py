@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from backend import figures, lab
-from pages import common, url_state
+from views import common, url_state
 
 RUNS = Path(__file__).resolve().parent.parent / "assets" / "lab"
 CITATION = "Varre, Rofin & Flammarion (2026), Gradient Flow Polarizes Softmax Outputs towards Low-Entropy Solutions."
@@ -84,6 +84,7 @@ def polarization() -> None:
     st.caption(f"What this run shows (entropy, start → end): {summary}. {CITATION}")
 
 
+@st.cache_data(show_spinner=False)
 def saved_runs() -> dict[str, lab.InductionRun]:
     return {p.stem: lab.InductionRun.load(p) for p in sorted(RUNS.glob("*.json"))}
 
@@ -120,8 +121,8 @@ def induction() -> None:
         "token, ten distinct tokens, then one of them again; the model must say which token followed it. "
         "Watch how much each head attends to BOS as training goes."
     )
-    runs = saved_runs() | st.session_state.get("induction_runs", {})
     retrain()
+    runs = saved_runs() | st.session_state.get("induction_runs", {})
     if not runs:
         st.info("No saved runs: retrain one above.")
         return

@@ -1,1 +1,0 @@
-"""Streamlit pages; ``common`` holds the glue they share."""
