@@ -77,3 +77,16 @@ def test_stream_reports_one_row_per_method(tmp_path: Path) -> None:
     assert list(rows[0]) == ["method", "sinks", "window", "tokens", "ppl", "seconds"]
     assert (rows[1]["sinks"], rows[1]["window"], rows[2]["window"]) == ("4", "12", "16")
     assert len(list(csv.DictReader(curve.open()))) == 79
+
+
+def test_lab_commands_report_and_save_a_run(tmp_path: Path) -> None:
+    report = tmp_path / "polarize.json"
+    done = cli("lab", "polarize", "--attention", "softmax", "--steps", "200", "--json", str(report))
+    assert done.returncode == 0, done.stderr
+    numbers = json.loads(report.read_text())
+    assert numbers["final_entropy"] < 1 and numbers["ratio_curve"][0]["step"] == 1
+    done = cli("lab", "induction", "--attention", "sigmoid", "--steps", "20", "--save", str(tmp_path), "--json",
+               str(tmp_path / "ind.json"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "sigmoid.json").exists()
+    assert len(json.loads((tmp_path / "ind.json").read_text())["bos_attention"]) == 8

@@ -14,8 +14,11 @@ CITATION = "Varre, Rofin & Flammarion (2026), Gradient Flow Polarizes Softmax Ou
 
 
 @st.cache_data(show_spinner="Training the value-softmax block…", max_entries=16)
-def polarize_runs(variants: tuple[str, ...], loss: str, candidates: int, steps: int, lr: float, seed: int) -> dict:
-    return {v: lab.polarize(v, loss, candidates=candidates, steps=steps, lr=lr, seed=seed) for v in variants}
+def polarize_runs(
+    variants: tuple[str, ...], loss: str, shape: tuple[int, int], steps: int, lr: float, seed: int
+) -> dict:
+    candidates, dim = shape
+    return {v: lab.polarize(v, loss, candidates=candidates, dim=dim, steps=steps, lr=lr, seed=seed) for v in variants}
 
 
 def polarization() -> None:
@@ -33,9 +36,10 @@ def polarization() -> None:
         steps = cols[2].select_slider("Steps", [300, 1000, 3000, 10000], 3000, key="lab_steps")
         lr = cols[3].select_slider("Learning rate", [0.05, 0.1, 0.2, 0.5, 1.0], 0.5, key="lab_lr")
         seed = cols[0].number_input("Seed", 0, 10_000, 0, key="lab_seed")
+        dim = cols[1].slider("Dimensions of x", 2, 64, 16, key="lab_dim")
         variants = st.multiselect("Attention", lab.VARIANTS, list(lab.VARIANTS), key="lab_variants")
         st.form_submit_button("Train")
-    runs = polarize_runs(tuple(variants), loss, candidates, steps, lr, int(seed))
+    runs = polarize_runs(tuple(variants), loss, (candidates, dim), steps, lr, int(seed))
     if not runs:
         return
     steps_of = {v: r.steps for v, r in runs.items()}
@@ -162,6 +166,11 @@ def end_state(runs: dict[str, lab.InductionRun]) -> None:
         for v, r in runs.items()
     ]
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="ind_table")
+    per_head = {v: np.array(r.bos_attention[-1]).ravel() for v, r in runs.items()}  # (layer * head,)
+    shape = np.array(next(iter(runs.values())).bos_attention[-1]).shape
+    index = [f"layer {layer}, head {head}" for layer, head in np.ndindex(shape)]
+    st.caption("Final attention to BOS (the sink score) of every head, per attention variant:")
+    st.dataframe(pd.DataFrame(per_head, index=index).round(3), key="ind_heads")
     rates = {v: r.sink_rate() for v, r in runs.items()}
     verdict = (
         "reproduces"
