@@ -155,3 +155,15 @@ def value_norm_ratio(value_norms: np.ndarray) -> np.ndarray:
     if norms.shape[-1] < 2:
         return np.full(norms.shape[:-1], np.nan)
     return norms[..., 0] / np.median(norms[..., 1:], axis=-1)
+
+
+def value_scaled(maps: np.ndarray, value_norms: np.ndarray) -> np.ndarray:
+    """A[t,j] n_j / median_{j>=1} n_j: what each key contributes, in units of a typical token's value.
+
+    Unlike ``value_weighted`` the rows keep their size, so a head that attends only to a sink whose
+    value is tiny shows a faint row: it attends, but writes almost nothing.
+    """
+    norms = np.asarray(value_norms, dtype=np.float64)
+    typical = np.median(norms[..., 1:], axis=-1, keepdims=True) if norms.shape[-1] > 1 else norms
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(maps, dtype=np.float64) * (norms / typical)[..., None, :]

@@ -223,3 +223,15 @@ def test_the_training_lab_opens_on_saved_runs_and_retrains_live() -> None:
     retrained = at.dataframe[0].value.set_index("attention")
     assert retrained.loc["sigmoid", "steps"] == 200
     assert "What these runs show" in " ".join(m.value for m in at.markdown)
+
+
+def test_value_units_show_a_sink_head_writing_almost_nothing() -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"example": "random", "layer": "18", "head": "8"})
+    at.run()
+    normalized = array(chart(at, "value_weighted_map")["data"][0]["z"]).astype(float)
+    at.toggle(key="value_units").set_value(True).run()
+    scaled = chart(at, "value_weighted_map")
+    assert scaled["layout"]["title"]["text"].startswith("What it writes")
+    first_column = array(scaled["data"][0]["z"]).astype(float)[1:, 0]
+    assert np.nanmedian(normalized[1:, 0]) > 0.9 and np.nanmedian(first_column) < 0.3

@@ -121,3 +121,10 @@ def test_standardized_token_cosine_removes_a_shared_massive_channel() -> None:
 def test_bos_cosine_is_negative_when_the_first_token_points_away() -> None:
     h = np.array([[-1.0, 0.0], [1.0, 0.1], [1.0, -0.1], [1.0, 0.0]])
     assert metrics.bos_cosine(h) < -0.99
+
+
+def test_value_scaled_rows_keep_their_size_so_a_silent_sink_fades() -> None:
+    sink_head = all_on_first(4)[None]  # every query reads only the first token
+    norms = np.array([[0.1, 2.0, 2.0, 2.0]])  # whose value is tiny
+    np.testing.assert_allclose(metrics.value_weighted(sink_head, norms)[0, 1:, 0], 1.0)  # normalized: looks full
+    np.testing.assert_allclose(metrics.value_scaled(sink_head, norms)[0, :, 0], 0.05)  # scaled: fades

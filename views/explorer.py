@@ -8,7 +8,7 @@ import streamlit as st
 
 from backend import figures
 from backend.capture import HEAD_COLUMNS, LAYER_COLUMNS, Trace
-from backend.metrics import DEFAULT_EPS, HEAD_METRICS, value_weighted, without_first_keys
+from backend.metrics import DEFAULT_EPS, HEAD_METRICS, value_scaled, value_weighted, without_first_keys
 from backend.tokens import token_labels
 from views import common, url_state
 
@@ -80,8 +80,12 @@ def one_head(request: common.Request, trace: Trace) -> None:
         raw, first_key = without_first_keys(raw), 1  # renormalized over keys 1..t: the structure under the sink
     title = f"Layer {layer}, head {head}" + (": past the sink" if past_sink else "")
     fig = figures.fig_attention(raw[rows, cols], labels[rows], labels[first_key:][cols], title, log_scale, ZOOM)
-    weighted = value_weighted(maps.weights[head], maps.value_norms[head])
-    read_title = "What it reads: A[t,j]·‖v_j W_O‖, normalized per row"
+    if options[0].toggle("Reads in units of a typical value (rows not normalized)", key="value_units"):
+        weighted = value_scaled(maps.weights[head], maps.value_norms[head])
+        read_title = "What it writes: A[t,j]·‖v_j W_O‖ / median ‖v W_O‖"
+    else:
+        weighted = value_weighted(maps.weights[head], maps.value_norms[head])
+        read_title = "What it reads: A[t,j]·‖v_j W_O‖, normalized per row"
     read = figures.fig_attention(weighted[rows, cols], labels[rows], labels[cols], read_title, log_scale, ZOOM)
     left, right = st.columns(2)
     left.plotly_chart(fig, key="one_head_map")

@@ -27,7 +27,7 @@ def _metric(value: str) -> str:
 
 
 FIELDS = {"layer": int, "head": int, "metric": _metric, "eps": float}
-FLAGS = ("add_bos", "log_scale", "past_sink")
+FLAGS = ("add_bos", "log_scale", "past_sink", "value_units")
 
 
 def _restore_model(model: str | None, config: Settings) -> None:
