@@ -167,7 +167,7 @@ def sinkscope_attention(
     maps = torch.zeros(n_heads, n_queries, n_keys, device=query.device) if keep else None
     thumbs = torch.zeros(n_heads, min(pool, n_queries), min(pool, n_keys), device=query.device) if pool else None
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-    out = _chunked(query * scaling, key, value, facts, softcap, reducer, maps, thumbs)
+    out = chunked_attention(query * scaling, key, value, facts, softcap, reducer, maps, thumbs)
     if thumbs is not None:
         recorder.thumbnails[layer] = thumbs
     if reducer is not None:
@@ -183,7 +183,7 @@ def sinkscope_attention(
     return out, None
 
 
-def _chunked(
+def chunked_attention(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,

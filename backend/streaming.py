@@ -107,7 +107,7 @@ def _stream_attention(
     facts = attention.MaskFacts.of(None, 1, size, query.device)
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
     values = cache.values[module.layer_idx][None]
-    return attention._chunked(query * scaling, keys, values, facts, softcap, None, None), None
+    return attention.chunked_attention(query * scaling, keys, values, facts, softcap, None, None), None
 
 
 def _nll(logits: torch.Tensor, targets: torch.Tensor) -> np.ndarray:
