@@ -11,6 +11,7 @@ import contextvars
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 from transformers import AttentionInterface, AttentionMaskInterface
@@ -20,7 +21,10 @@ from transformers.masking_utils import sdpa_mask
 ATTENTION_NAME = "sinkscope"
 ATTENTION_LABEL = "sinkscope (chunked eager, float32 softmax)"
 CHUNK_ROWS = 64
-HEAD_SUMS = ("sink", "diagonal", "previous_token", "entropy", "value_sink")
+HEAD_SUMS = ("sink", "diagonal", "previous_token", "entropy", "value_sink", "withheld", "output_norm")
+MIN_SCORE = torch.finfo(torch.float32).min  # a blocked key: its softmax weight is exactly 0
+ScoreEdit = Callable[[int, torch.Tensor, torch.Tensor], None]  # (layer, scores, key position of each row), in place
+ResidualEdit = Callable[[int, torch.Tensor], torch.Tensor]  # (index l of h^l, hidden) -> new hidden
 
 
 class StopForward(Exception):
@@ -42,6 +46,10 @@ class Recorder:
     first_value_ratio: dict[int, torch.Tensor] = field(default_factory=dict)
     thumbnails: dict[int, torch.Tensor] = field(default_factory=dict)
     masks: dict[tuple, MaskFacts] = field(default_factory=dict)
+    edit_scores: ScoreEdit | None = None  # an intervention on pre-softmax scores (backend.interventions)
+    edit_residual: ResidualEdit | None = None  # an intervention on the residual stream
+    withheld: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos), kept maps only
+    output_norms: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos)
 
     def mask_facts(
         self,
@@ -96,16 +104,24 @@ def output_weight(module: torch.nn.Module) -> torch.Tensor:
     raise TypeError(f"{type(module).__name__} has no o_proj or c_proj output projection")
 
 
-def value_norms(module: torch.nn.Module, value: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """n[h, j] = || v_j^h W_O^h ||, as (kv_head, group, key_pos) in float32."""
-    n_kv, n_keys, head_dim = value.shape[1:]
+def output_gram(module: torch.nn.Module, n_heads: int, head_dim: int) -> torch.Tensor:
+    """W_O^h' W_O^h per head as (head, head_dim, head_dim): ||v W_O^h||^2 = v G_h v'."""
     w = output_weight(module).float()
     w = w.reshape(w.shape[0], n_heads, head_dim)  # (d_model, head, head_dim)
-    gram = torch.einsum("mhd,mhe->hde", w, w)  # (head, head_dim, head_dim): ||W v||^2 = v' W'W v
-    gram = gram.reshape(n_kv, n_heads // n_kv, head_dim, head_dim)  # (kv_head, group, d, d)
-    v = value[0].float().unsqueeze(1)  # (kv_head, 1, key_pos, head_dim)
-    squared = (torch.matmul(v, gram) * v).sum(-1)  # (kv_head, group, key_pos)
-    return squared.clamp_min(0).sqrt()
+    return torch.einsum("mhd,mhe->hde", w, w)
+
+
+def projected_norms(vectors: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
+    """||x W_O^h|| for vectors (..., head_dim) whose heads broadcast against gram (..., head_dim, head_dim)."""
+    x = vectors.float()
+    return (torch.matmul(x, gram) * x).sum(-1).clamp_min(0).sqrt()
+
+
+def value_norms(module: torch.nn.Module, value: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """n[h, j] = || v_j^h W_O^h ||, as (kv_head, group, key_pos) in float32."""
+    n_kv, _, head_dim = value.shape[1:]
+    gram = output_gram(module, n_heads, head_dim).reshape(n_kv, n_heads // n_kv, head_dim, head_dim)
+    return projected_norms(value[0].unsqueeze(1), gram)  # (kv_head, 1, key_pos, d) against (kv, group, d, d)
 
 
 @dataclass(frozen=True)
@@ -134,6 +150,15 @@ class MaskFacts:
         )
 
 
+@dataclass
+class Kept:
+    """What the chunk loop keeps besides the output; each tensor is filled when given."""
+
+    maps: torch.Tensor | None = None  # (head, query_pos, key_pos)
+    thumbs: torch.Tensor | None = None  # (head, rows, cols), max-pooled maps
+    log_sum_exp: torch.Tensor | None = None  # (head, query_pos): ln sum_j e^{s_tj}
+
+
 def sinkscope_attention(
     module: torch.nn.Module,
     query: torch.Tensor,
@@ -154,7 +179,8 @@ def sinkscope_attention(
     reduce = recorder is not None and recorder.reduce
     keep = recorder is not None and layer in recorder.maps_of
     pool = recorder.pool if recorder is not None else None
-    if not (reduce or keep or pool) and softcap is None:
+    edit = partial(recorder.edit_scores, layer) if recorder is not None and recorder.edit_scores else None
+    if not (reduce or keep or pool or edit) and softcap is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     if query.shape[0] != 1:
         raise ValueError("sinkscope attention analyzes one sequence at a time (batch size 1)")
@@ -164,23 +190,38 @@ def sinkscope_attention(
     else:
         facts = MaskFacts.of(attention_mask, n_queries, n_keys, query.device)
     reducer = _Reducer(module, value, n_heads, facts) if reduce else None
-    maps = torch.zeros(n_heads, n_queries, n_keys, device=query.device) if keep else None
-    thumbs = torch.zeros(n_heads, min(pool, n_queries), min(pool, n_keys), device=query.device) if pool else None
+    kept = Kept()
+    if keep:
+        kept.maps = torch.zeros(n_heads, n_queries, n_keys, device=query.device)
+        kept.log_sum_exp = torch.zeros(n_heads, n_queries, device=query.device)
+    if pool:
+        kept.thumbs = torch.zeros(n_heads, min(pool, n_queries), min(pool, n_keys), device=query.device)
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-    out = chunked_attention(query * scaling, key, value, facts, softcap, reducer, maps, thumbs)
-    if thumbs is not None:
-        recorder.thumbnails[layer] = thumbs
+    out = chunked_attention(query * scaling, key, value, facts, softcap, reducer, kept, edit)
+    if pool:
+        recorder.thumbnails[layer] = kept.thumbs
     if reducer is not None:
         reducer.store(recorder.sums, layer)
         if n_keys > 1:
             norms = reducer.norms.reshape(n_heads, n_keys).double()  # (head, key_pos)
             recorder.first_value_ratio[layer] = norms[:, 0] / norms[:, 1:].quantile(0.5, dim=-1)
     if keep:
-        recorder.maps[layer] = maps
-        recorder.norms[layer] = value_norms(module, value, n_heads).reshape(n_heads, n_keys)  # (head, key_pos)
-        if recorder.stop_after == layer:
-            raise StopForward
+        _keep_layer(recorder, module, layer, kept, value, out)
     return out, None
+
+
+def _keep_layer(
+    recorder: Recorder, module: torch.nn.Module, layer: int, kept: Kept, value: torch.Tensor, out: torch.Tensor
+) -> None:
+    """Store one layer's maps with what the teaching views read off them, then stop if asked."""
+    n_heads, head_dim = out.shape[2], out.shape[3]
+    recorder.maps[layer] = kept.maps
+    recorder.norms[layer] = value_norms(module, value, n_heads).reshape(n_heads, -1)  # (head, key_pos)
+    recorder.withheld[layer] = torch.sigmoid(-kept.log_sum_exp)  # softmax+1 would leave 1 / (1 + sum e^s) unread
+    per_head = out[0].transpose(0, 1)  # (head, query_pos, head_dim)
+    recorder.output_norms[layer] = projected_norms(per_head, output_gram(module, n_heads, head_dim))
+    if recorder.stop_after == layer:
+        raise StopForward
 
 
 def chunked_attention(
@@ -189,13 +230,13 @@ def chunked_attention(
     value: torch.Tensor,
     facts: MaskFacts,
     softcap: float | None,
-    reducer: _Reducer | None,
-    maps: torch.Tensor | None,
-    thumbs: torch.Tensor | None = None,
+    reducer: _Reducer | None = None,
+    kept: Kept | None = None,
+    edit: Callable[[torch.Tensor, torch.Tensor], None] | None = None,
 ) -> torch.Tensor:
     """softmax(q k' + mask) v for pre-scaled queries, CHUNK_ROWS query rows at a time.
 
-    Fills ``maps`` (head, query, key) and max-pools into ``thumbs`` (head, rows, cols) when given.
+    ``edit(scores, key_positions_of_rows)`` may change the masked scores in place before the softmax.
     """
     n_heads, n_queries, n_kv, n_keys = (
         query.shape[1],
@@ -204,6 +245,7 @@ def chunked_attention(
         key.shape[2],
     )
     group, head_dim = n_heads // n_kv, value.shape[-1]
+    kept = kept or Kept()
     q = query[0].reshape(n_kv, group, n_queries, -1)  # (kv_head, group, query_pos, head_dim)
     k = key[0].transpose(1, 2)  # (kv_head, head_dim, key_pos)
     rhs = reducer.rhs if reducer is not None else value[0]  # (kv_head, key_pos, features)
@@ -221,17 +263,21 @@ def chunked_attention(
             scores = torch.tanh(scores / softcap) * softcap
         scores = scores.float()
         lo = int(facts.first_blocked[q0:q1].min())  # a causal chunk masks only its last block of columns
-        scores[..., lo:].masked_fill_(facts.blocked[q0:q1, lo:end], torch.finfo(torch.float32).min)
+        scores[..., lo:].masked_fill_(facts.blocked[q0:q1, lo:end], MIN_SCORE)
+        if edit is not None:
+            edit(scores, torch.arange(offset + q0, end, device=scores.device))
         weights = torch.softmax(scores, dim=-1)  # (kv_head, group, rows, keys)
         flat = weights.view(n_kv, group * rows, end).to(rhs.dtype)
         mixed = torch.bmm(flat, rhs[:, :end]).view(n_kv, group, rows, -1)  # (kv_head, group, rows, features)
         out[:, :, q0:q1] = mixed[..., :head_dim]
+        if kept.log_sum_exp is not None:
+            kept.log_sum_exp[:, q0:q1] = torch.logsumexp(scores, dim=-1).reshape(n_heads, rows)  # (head, rows)
         if reducer is not None:
             reducer.add(weights, scores, mixed, q0 + offset)
-        if maps is not None:
-            maps[:, q0:q1, :end] = weights.reshape(n_heads, rows, end)  # (head, rows, keys)
-        if thumbs is not None:
-            _max_pool_into(thumbs, weights.reshape(n_heads, rows, end), q0, n_queries, n_keys)
+        if kept.maps is not None:
+            kept.maps[:, q0:q1, :end] = weights.reshape(n_heads, rows, end)  # (head, rows, keys)
+        if kept.thumbs is not None:
+            _max_pool_into(kept.thumbs, weights.reshape(n_heads, rows, end), q0, n_queries, n_keys)
     return out.reshape(1, n_heads, n_queries, head_dim).transpose(1, 2).contiguous()  # (1, query_pos, head, d)
 
 
@@ -259,8 +305,10 @@ class _Reducer:
         n_heads: int,
         facts: MaskFacts,
     ) -> None:
-        self.norms = value_norms(module, value, n_heads)  # (kv_head, group, key_pos)
-        self.head_dim = value.shape[-1]
+        n_kv, _, head_dim = value.shape[1:]
+        self.gram = output_gram(module, n_heads, head_dim).reshape(n_kv, n_heads // n_kv, head_dim, head_dim)
+        self.norms = projected_norms(value[0].unsqueeze(1), self.gram)  # (kv_head, group, key_pos)
+        self.head_dim = head_dim
         self.rhs = torch.cat([value[0].float(), self.norms.transpose(1, 2)], dim=-1)  # (kv, key_pos, d + group)
         self.log_visible = facts.log_visible
         self.offset = facts.blocked.shape[1] - facts.blocked.shape[0]
@@ -288,13 +336,15 @@ class _Reducer:
                 weights.gather(-1, (index - 1).clamp_min(0)).squeeze(-1),
                 entropy / self.log_visible[rows - self.offset],
                 weights[..., 0] * self.norms[:, :, :1] / read.clamp_min(1e-30),
+                torch.sigmoid(-log_sum_exp),  # softmax+1 would withhold 1 / (1 + sum_j e^s) of this row
+                projected_norms(mixed[..., : self.head_dim], self.gram),  # || head output W_O^h ||
             ]
         )  # (metric, kv, group, rows), in the order of HEAD_SUMS
         in_q, from_two = (
             rows >= 1,
             rows >= 2,
         )  # row 0 trivially reads itself; previous_token starts at t=2
-        counted = torch.stack([in_q, in_q, from_two, in_q, in_q])  # (metric, rows)
+        counted = torch.stack([in_q, in_q, from_two, in_q, in_q, in_q, in_q])  # (metric, rows)
         self.sums += (per_row * counted[:, None, None, :]).sum(-1).double().cpu()
 
     def store(self, into: dict[str, dict[int, torch.Tensor]], layer: int) -> None:

@@ -39,7 +39,8 @@ class Trace:
     model: str
     token_ids: tuple[int, ...]
     tokens: tuple[str, ...]
-    heads: dict[str, np.ndarray]  # metric -> (layer, head); "kind" -> object array; also "value_norm_ratio"
+    heads: dict[str, np.ndarray]  # metric -> (layer, head); "kind" -> object array; also "value_norm_ratio",
+    # "withheld" (mass softmax+1 would leave unread) and "output_norm" (mean ||head output W_O^h||)
     layers: dict[str, np.ndarray]  # metric -> (layer + 1,), h^0 = embeddings
     massive: tuple[tuple[int, int, int, float], ...]  # (layer, token, channel, value)
     residual: np.ndarray  # (layer + 1, token, d_model), float32
@@ -89,23 +90,38 @@ def decoder_layers(model: Any) -> torch.nn.ModuleList:
     raise ModelLoadError(f"Cannot find the {n_layers} decoder layers of {type(model).__name__}.")
 
 
-def _take_input(_module: Any, args: tuple, kwargs: dict) -> None:
+def _take_input(_module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
     recorder = attention.current_recorder()
-    if recorder is not None and recorder.residual is not None:
-        recorder.residual[0] = args[0] if args else kwargs["hidden_states"]
+    if recorder is None:
+        return None
+    hidden = args[0] if args else kwargs["hidden_states"]
+    if recorder.edit_residual is not None:
+        hidden = recorder.edit_residual(0, hidden)
+        args, kwargs = ((hidden, *args[1:]), kwargs) if args else (args, kwargs | {"hidden_states": hidden})
+    if recorder.residual is not None:
+        recorder.residual[0] = hidden
+    return args, kwargs
 
 
-def _take_output(index: int, _module: Any, _args: tuple, output: Any) -> None:
+def _take_output(index: int, _module: Any, _args: tuple, output: Any) -> Any:
     recorder = attention.current_recorder()
-    if recorder is not None and recorder.residual is not None:
-        recorder.residual[index] = output[0] if isinstance(output, tuple) else output
+    if recorder is None:
+        return None
+    hidden = output[0] if isinstance(output, tuple) else output
+    if recorder.edit_residual is not None:
+        hidden = recorder.edit_residual(index, hidden)
+        output = (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+    if recorder.residual is not None:
+        recorder.residual[index] = hidden
+    return output
 
 
 _install_lock = threading.Lock()
 
 
 def install_residual_hooks(model: Any) -> None:
-    """Hooks that copy h^0 and each block's output into the calling thread's recorder; no-ops otherwise.
+    """Hooks that copy h^0 and each block's output into the calling thread's recorder (and apply its
+    residual edit); no-ops otherwise.
 
     Installed once per model and kept: hooks added per call to a model shared by Streamlit's threads
     would also capture the forward pass another session runs at the same time.
@@ -120,25 +136,31 @@ def install_residual_hooks(model: Any) -> None:
         model._sinkscope_residual_hooks = True
 
 
-def _run(loaded: LoadedModel, ids: list[int], recorder: attention.Recorder) -> None:
-    """One forward of the decoder stack (no LM head: it is not needed and costs T x vocab)."""
+def run_forward(
+    loaded: LoadedModel, ids: list[int], recorder: attention.Recorder, logits: bool = False
+) -> torch.Tensor | None:
+    """One forward pass; the LM head (T x vocab) only when ``logits`` is asked for: (token, vocab)."""
     model = loaded.model
     input_ids = torch.tensor([ids], device=model.device)  # (batch=1, token)
     with torch.inference_mode(), attention.recording(recorder):
         try:
+            if logits:
+                return model(input_ids=input_ids, use_cache=False).logits[0]
             model.base_model(input_ids=input_ids, use_cache=False)
         except attention.StopForward:
             pass
+    return None
 
 
-def _head_metrics(recorder: attention.Recorder, n_layers: int, n_tokens: int) -> dict[str, np.ndarray]:
+def head_metrics(recorder: attention.Recorder, n_layers: int, n_tokens: int) -> dict[str, np.ndarray]:
+    """Per-head means of a recorder's sums: the metrics of metrics.md, ``kind``, and the teaching extras."""
     missing = [layer for layer in range(n_layers) if layer not in recorder.sums["sink"]]
     if missing:
         raise ModelLoadError(
             f"Attention weights of layers {missing} cannot be captured: this model's attention does not go "
             "through transformers' attention interface."
         )
-    counts = {name: n_tokens - 1 for name in metrics.HEAD_METRICS} | {"previous_token": n_tokens - 2}
+    counts = {name: n_tokens - 1 for name in attention.HEAD_SUMS} | {"previous_token": n_tokens - 2}
     heads = {}
     for name, count in counts.items():
         total = torch.stack([recorder.sums[name][layer] for layer in range(n_layers)])  # (layer, head)
@@ -167,7 +189,7 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
     n_layers = loaded.info.n_layers
     install_residual_hooks(loaded.model)
     recorder = attention.Recorder(residual=[None] * (n_layers + 1))
-    _run(loaded, ids, recorder)
+    run_forward(loaded, ids, recorder)
     residual = torch.stack([h[0] for h in recorder.residual]).float().cpu().numpy()  # (layer + 1, token, d_model)
     layers, massive = _layer_metrics(residual)
     tokens = display_tokens(loaded.tokenizer, ids) if loaded.tokenizer is not None else tuple(map(str, ids))
@@ -175,7 +197,7 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
         model=loaded.info.name,
         token_ids=tuple(ids),
         tokens=tokens,
-        heads=_head_metrics(recorder, n_layers, len(ids)),
+        heads=head_metrics(recorder, n_layers, len(ids)),
         layers=layers,
         massive=massive,
         residual=_frozen(residual),
@@ -204,6 +226,8 @@ class LayerMaps:
     layer: int
     weights: np.ndarray
     value_norms: np.ndarray
+    withheld: np.ndarray  # (head, query_pos): mass softmax+1 of the same scores would leave unread
+    output_norms: np.ndarray  # (head, query_pos): ||sum_j A[t,j] v_j W_O^h||
 
 
 def attention_maps(loaded: LoadedModel, ids: tuple[int, ...] | list[int], layer: int) -> LayerMaps:
@@ -214,14 +238,14 @@ def attention_maps(loaded: LoadedModel, ids: tuple[int, ...] | list[int], layer:
     if not 0 <= layer < loaded.info.n_layers:
         raise ValueError(f"layer {layer} is outside 0..{loaded.info.n_layers - 1}")
     recorder = attention.Recorder(reduce=False, maps_of=frozenset({layer}), stop_after=layer)
-    _run(loaded, list(ids), recorder)
-    weights = _frozen(recorder.maps[layer].cpu().numpy())
-    return LayerMaps(layer, weights, _frozen(recorder.norms[layer].cpu().numpy()))
+    run_forward(loaded, list(ids), recorder)
+    kept = (recorder.maps, recorder.norms, recorder.withheld, recorder.output_norms)
+    return LayerMaps(layer, *(_frozen(found[layer].float().cpu().numpy()) for found in kept))
 
 
 def thumbnails(loaded: LoadedModel, ids: tuple[int, ...] | list[int], size: int = 32) -> np.ndarray:
     """Every head of every layer, max-pooled to at most size x size: (layer, head, rows, cols)."""
     recorder = attention.Recorder(reduce=False, pool=size)
-    _run(loaded, list(ids), recorder)
+    run_forward(loaded, list(ids), recorder)
     n_layers = loaded.info.n_layers
     return _frozen(torch.stack([recorder.thumbnails[layer] for layer in range(n_layers)]).cpu().numpy())

@@ -167,3 +167,32 @@ def value_scaled(maps: np.ndarray, value_norms: np.ndarray) -> np.ndarray:
     typical = np.median(norms[..., 1:], axis=-1, keepdims=True) if norms.shape[-1] > 1 else norms
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.asarray(maps, dtype=np.float64) * (norms / typical)[..., None, :]
+
+
+def softmax(scores: np.ndarray) -> np.ndarray:
+    """e^{x_i} / sum_j e^{x_j} over the last axis: every row spends exactly one unit."""
+    x = np.asarray(scores, dtype=np.float64)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def sink_logit_softmax(scores: np.ndarray, sink_logit: float) -> np.ndarray:
+    """e^{x_i} / (e^s + sum_j e^{x_j}) (gpt-oss): a silent extra key with logit s absorbs the rest."""
+    x = np.asarray(scores, dtype=np.float64)
+    with_sink = np.concatenate([np.full(x.shape[:-1] + (1,), float(sink_logit)), x], axis=-1)
+    return softmax(with_sink)[..., 1:]
+
+
+def softmax_plus_one(scores: np.ndarray) -> np.ndarray:
+    """e^{x_i} / (1 + sum_j e^{x_j}) (Miller 2023): the sink logit fixed at 0."""
+    return sink_logit_softmax(scores, 0.0)
+
+
+def sigmoid_attention(scores: np.ndarray, bias: float = 0.0) -> np.ndarray:
+    """1 / (1 + e^{-(x_i + b)}): no normalization, so a row may spend anything from 0 to T."""
+    return 1.0 / (1.0 + np.exp(-(np.asarray(scores, dtype=np.float64) + bias)))
+
+
+def withheld_mass(weights: np.ndarray) -> np.ndarray:
+    """1 - the row sum: what a row leaves unread (0 for softmax; negative when sigmoid overspends)."""
+    return 1.0 - np.asarray(weights, dtype=np.float64).sum(-1)

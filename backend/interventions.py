@@ -1,0 +1,277 @@
+"""Interventions: change one thing inside a forward pass and measure what the model does without it.
+
+Each intervention is a frozen dataclass of plain values (so results cache by it). It may rewrite the
+input ids, the pre-softmax scores of chosen layers and heads, or cells of the residual stream; the
+edits ride on the thread's recorder, so the shared model keeps no state. ``run`` applies one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from backend import attention, metrics
+from backend.capture import head_metrics, install_residual_hooks, run_forward
+from backend.errors import InputError
+from backend.models import LoadedModel
+from backend.streaming import builtin_text
+from backend.tokens import display_token, encode
+
+TOP_K = 5
+FORCE_TARGETS = ("sink", "diagonal")
+
+
+def layer_span(layers: tuple[int, ...]) -> str:
+    """'2-29' for a contiguous run, else a comma list."""
+    if layers and list(layers) == list(range(layers[0], layers[-1] + 1)) and len(layers) > 2:
+        return f"{layers[0]}-{layers[-1]}"
+    return ",".join(map(str, layers))
+
+
+class Intervention:
+    """No-op defaults: a subclass overrides what it changes."""
+
+    edit_scores: attention.ScoreEdit | None = None
+    edit_residual: attention.ResidualEdit | None = None
+
+    @property
+    def label(self) -> str:
+        raise NotImplementedError
+
+    def input_ids(self, ids: list[int]) -> list[int]:
+        return ids
+
+
+@dataclass(frozen=True)
+class DropFirst(Intervention):
+    """Remove the first ``k`` keys in ``layers``; each row renormalizes over the keys it has left."""
+
+    k: int
+    layers: tuple[int, ...]
+
+    @property
+    def label(self) -> str:
+        return f"drop the first {self.k} key(s) in layers {layer_span(self.layers)}"
+
+    def edit_scores(self, layer: int, scores: torch.Tensor, rows: torch.Tensor) -> None:
+        if layer in self.layers:
+            # a query that sees only the dropped keys has no distribution left: its row stays as it was
+            scores[..., rows >= self.k, : self.k] = attention.MIN_SCORE  # scores: (kv_head, group, rows, keys)
+
+
+@dataclass(frozen=True)
+class ForceHeads(Intervention):
+    """Make chosen (layer, head) pairs attend only to the first token (sink) or only to themselves."""
+
+    heads: tuple[tuple[int, int], ...]
+    to: str
+
+    @property
+    def label(self) -> str:
+        return f"force {len(self.heads)} head(s) to {self.to}"
+
+    def edit_scores(self, layer: int, scores: torch.Tensor, rows: torch.Tensor) -> None:
+        chosen = [head for at, head in self.heads if at == layer]
+        if not chosen:
+            return
+        n_kv, group, n_rows, n_keys = scores.shape
+        per_head = scores.view(n_kv * group, n_rows, n_keys)  # (head, rows, keys): head = kv_head * group + g
+        target = torch.zeros_like(rows) if self.to == "sink" else rows
+        one_hot = torch.full((n_rows, n_keys), attention.MIN_SCORE, device=scores.device)
+        one_hot[torch.arange(n_rows), target] = 0.0
+        per_head[chosen] = one_hot
+
+
+@dataclass(frozen=True)
+class SetActivations(Intervention):
+    """Hold (token, channel) cells of h^l at fixed values at every layer output from ``from_layer`` on."""
+
+    cells: tuple[tuple[int, int], ...]
+    values: tuple[tuple[float, ...], ...] | None  # [l][cell] for h^l; None sets them to zero
+    from_layer: int
+
+    @property
+    def label(self) -> str:
+        how = "zero" if self.values is None else "their mean over other texts"
+        return f"set {len(self.cells)} massive activation(s) to {how} from layer {self.from_layer} on"
+
+    def edit_residual(self, index: int, hidden: torch.Tensor) -> torch.Tensor:
+        if index < self.from_layer or not self.cells:
+            return hidden
+        tokens, channels = (list(axis) for axis in zip(*self.cells, strict=True))
+        edited = hidden.clone()  # hidden: (1, token, d_model)
+        values = 0.0 if self.values is None else torch.tensor(self.values[index]).to(hidden)
+        edited[0, tokens, channels] = values
+        return edited
+
+
+@dataclass(frozen=True)
+class Perturb(Intervention):
+    """Add one fixed random direction of length ``size`` to the embedding h^0 of one token."""
+
+    position: int
+    size: float
+    seed: int = 0
+
+    @property
+    def label(self) -> str:
+        return f"perturb the embedding of token {self.position} by {self.size:g}"
+
+    def edit_residual(self, index: int, hidden: torch.Tensor) -> torch.Tensor:
+        if index != 0:
+            return hidden
+        direction = torch.randn(hidden.shape[-1], generator=torch.Generator().manual_seed(self.seed))
+        edited = hidden.clone()  # hidden: (1, token, d_model)
+        edited[0, self.position] += (self.size * direction / direction.norm()).to(hidden)
+        return edited
+
+
+@dataclass(frozen=True)
+class ReplaceFirst(Intervention):
+    """Put another token in position 0: is the sink about the first position or about that token?"""
+
+    token_id: int
+    token: str
+
+    @property
+    def label(self) -> str:
+        return f"first token replaced by {self.token!r}"
+
+    def input_ids(self, ids: list[int]) -> list[int]:
+        return [self.token_id, *ids[1:]]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one (possibly changed) forward pass did to the text."""
+
+    label: str
+    nll: np.ndarray  # (token - 1,): -ln p(token t+1 | tokens ..t)
+    top: tuple[tuple[str, float], ...]  # the likeliest tokens to follow the text, with probabilities
+    heads: dict[str, np.ndarray]  # per-head metrics of the changed run, (layer, head)
+    token_cosine: np.ndarray  # (layer + 1,)
+
+    @property
+    def loss(self) -> float:
+        return float(self.nll.mean())
+
+
+def _forward(
+    loaded: LoadedModel, ids: list[int], change: Intervention | None
+) -> tuple[torch.Tensor, attention.Recorder]:
+    """Log-probabilities (token, vocab) and the recorder of one run with ``change`` applied."""
+    if len(ids) < 2:
+        raise InputError("An intervention needs at least two tokens: one to read and one to predict.")
+    change = change or Intervention()
+    install_residual_hooks(loaded.model)
+    recorder = attention.Recorder(
+        residual=[None] * (loaded.info.n_layers + 1),
+        edit_scores=change.edit_scores,
+        edit_residual=change.edit_residual,
+    )
+    logits = run_forward(loaded, change.input_ids(list(ids)), recorder, logits=True)
+    return torch.log_softmax(logits.float(), dim=-1), recorder
+
+
+def run(loaded: LoadedModel, ids: list[int] | tuple[int, ...], change: Intervention | None = None) -> Outcome:
+    """Run the text with ``change`` (or intact) and measure loss, predictions, heads and smoothing."""
+    ids = list(ids)
+    log_probs, recorder = _forward(loaded, ids, change)
+    targets = torch.tensor(ids[1:], device=log_probs.device)
+    nll = -log_probs[:-1].gather(-1, targets[:, None])[:, 0]  # (token - 1,)
+    best = log_probs[-1].topk(TOP_K)
+    top = tuple(
+        (display_token(loaded.tokenizer, int(i)) if loaded.tokenizer is not None else str(int(i)), float(p.exp()))
+        for p, i in zip(best.values, best.indices, strict=True)
+    )
+    residual = torch.stack([h[0] for h in recorder.residual]).float().cpu().numpy()  # (layer + 1, token, d)
+    return Outcome(
+        label=change.label if change is not None else "intact",
+        nll=nll.cpu().numpy(),
+        top=top,
+        heads=head_metrics(recorder, loaded.info.n_layers, len(ids)),
+        token_cosine=np.array([metrics.token_cosine(h) for h in residual]),
+    )
+
+
+def sensitivity(
+    loaded: LoadedModel, ids: list[int] | tuple[int, ...], positions: list[int], size: float
+) -> dict[int, float]:
+    """Mean KL(intact || perturbed) of the next-token distributions, per perturbed position.
+
+    Only the positions every perturbation can reach (from the last perturbed token on) are averaged,
+    so a perturbation of token 0 and one of token p are compared on the same predictions.
+    """
+    ids = list(ids)
+    if max(positions) >= len(ids):
+        raise InputError(f"Position {max(positions)} is past the last token ({len(ids) - 1}).")
+    start = max(positions)
+    intact, _ = _forward(loaded, ids, None)
+    result = {}
+    for position in positions:
+        changed, _ = _forward(loaded, ids, Perturb(position, size))
+        kl = (intact.exp() * (intact - changed)).sum(-1)[start:]  # (token,): KL per reached prediction
+        result[position] = float(kl.mean())
+    return result
+
+
+def embedding_scale(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> float:
+    """The median embedding norm of the text: the unit perturbation sizes are given in."""
+    weights = loaded.model.get_input_embeddings().weight[list(ids)].float()  # (token, d_model)
+    return float(weights.norm(dim=-1).median())
+
+
+def massive_cells(massive: tuple[tuple[int, int, int, float], ...]) -> tuple[tuple[int, int], ...]:
+    """Every (token, channel) flagged as massive in any layer."""
+    return tuple(sorted({(token, channel) for _, token, channel, _ in massive}))
+
+
+def reference_ids(loaded: LoadedModel, add_bos: bool | None, n_texts: int = 6, length: int = 96) -> list[list[int]]:
+    """Short texts other than the user's (Python's own help topics), tokenized like the user's text."""
+    paragraphs = [p for p in builtin_text().split("\n\n") if len(p) > 400][:n_texts]
+    return [encode(loaded.tokenizer, p, length, truncate=True, add_bos=add_bos) for p in paragraphs]
+
+
+def massive_means(loaded: LoadedModel, others: list[list[int]], channels: list[int]) -> np.ndarray:
+    """(layer + 1, channel): each channel's largest-magnitude entry of h^l, signed, averaged over texts."""
+    install_residual_hooks(loaded.model)
+    peaks = []
+    for ids in others:
+        recorder = attention.Recorder(reduce=False, residual=[None] * (loaded.info.n_layers + 1))
+        run_forward(loaded, ids, recorder)
+        h = torch.stack([r[0] for r in recorder.residual]).float()[:, :, channels]  # (layer + 1, token, channel)
+        at = h.abs().argmax(1, keepdim=True)  # (layer + 1, 1, channel): the token where the channel peaks
+        peaks.append(h.gather(1, at)[:, 0].cpu().numpy())
+    return np.mean(peaks, axis=0)
+
+
+def set_massive(
+    loaded: LoadedModel,
+    massive: tuple[tuple[int, int, int, float], ...],
+    mode: str,
+    from_layer: int,
+    add_bos: bool | None = None,
+) -> SetActivations:
+    """Zero the flagged massive activations, or set them to their mean over other texts ("zero" | "mean")."""
+    cells = massive_cells(massive)
+    if mode == "zero" or not cells:
+        return SetActivations(cells, None, from_layer)
+    channels = [channel for _, channel in cells]
+    means = massive_means(loaded, reference_ids(loaded, add_bos), channels)  # (layer + 1, cell)
+    return SetActivations(cells, tuple(tuple(map(float, row)) for row in means), from_layer)
+
+
+def single_token(loaded: LoadedModel, text: str) -> ReplaceFirst:
+    """The replacement of the first token by ``text``, which must be exactly one token."""
+    ids = loaded.tokenizer.encode(text, add_special_tokens=False) if loaded.tokenizer is not None else []
+    if len(ids) != 1:
+        raise InputError(f"{text!r} is {len(ids)} tokens for this tokenizer; choose a text that is exactly one.")
+    return ReplaceFirst(ids[0], display_token(loaded.tokenizer, ids[0]))
+
+
+def heads_of_kind(kinds: np.ndarray, kind: str, layers: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """(layer, head) of every head labelled ``kind`` in ``layers``."""
+    found = zip(*np.nonzero(kinds == kind), strict=True)
+    return tuple((int(layer), int(head)) for layer, head in found if layer in layers)
