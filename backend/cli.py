@@ -41,7 +41,7 @@ def write_csv(path: str, columns: Sequence[str], rows: list[dict[str, object]]) 
         writer.writerows(rows)
 
 
-def _finite(value: object) -> object:
+def finite(value: object) -> object:
     """JSON has no NaN: write null."""
     return None if isinstance(value, float) and math.isnan(value) else value
 
@@ -55,8 +55,8 @@ def trace_json(trace: object, info: object, eps: float) -> dict[str, object]:
         "token_ids": list(trace.token_ids),
         "eps": eps,
         "sink_rate": trace.sink_rate(eps),
-        "heads": [{k: _finite(v) for k, v in row.items()} for row in trace.head_rows()],
-        "layers": [{k: _finite(v) for k, v in row.items()} for row in trace.layer_rows()],
+        "heads": [{k: finite(v) for k, v in row.items()} for row in trace.head_rows()],
+        "layers": [{k: finite(v) for k, v in row.items()} for row in trace.layer_rows()],
         "massive": [dict(zip(("layer", "token", "channel", "value"), hit, strict=True)) for hit in trace.massive],
     }
 
@@ -233,6 +233,9 @@ def parser() -> argparse.ArgumentParser:
     lab.add_argument("--json", help="write the final numbers here")
     lab.add_argument("--save", help="induction: write the whole run to DIR/<attention>.json for the page")
     lab.set_defaults(run=run_lab)
+    from backend.cli_intervene import add_intervene  # it imports this module's helpers
+
+    add_intervene(commands, _model_options)
     return root
 
 

@@ -94,8 +94,8 @@ class SetActivations(Intervention):
 
     @property
     def label(self) -> str:
-        how = "zero" if self.values is None else "their mean over other texts"
-        return f"set {len(self.cells)} massive activation(s) to {how} from layer {self.from_layer} on"
+        how = "zero" if self.values is None else "mean of other texts"
+        return f"{len(self.cells)} massive activation(s) set to {how}, layers >= {self.from_layer}"
 
     def edit_residual(self, index: int, hidden: torch.Tensor) -> torch.Tensor:
         if index < self.from_layer or not self.cells:

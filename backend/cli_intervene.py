@@ -1,0 +1,150 @@
+"""``python -m backend intervene``: break one mechanism and print the loss and predictions before and after."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from backend.cli import finite, read_text_file
+from backend.errors import InputError, TokenLimitError
+
+log = logging.getLogger("sinkscope")
+FORCE_CHOICES = {"sink-to-diagonal": ("sink", "diagonal"), "diagonal-to-sink": ("diagonal", "sink")}
+ESCAPES = {"\\n": "\n", "\\t": "\t", "\\s": " "}
+
+
+def parse_layers(spec: str | None, n_layers: int) -> tuple[int, ...]:
+    """'2-29', '1,3,5' or None (every layer) -> sorted layer indices, checked against the model."""
+    if not spec:
+        return tuple(range(n_layers))
+    layers: set[int] = set()
+    try:
+        for part in spec.split(","):
+            low, _, high = part.strip().partition("-")
+            layers.update(range(int(low), int(high or low) + 1))
+    except ValueError as err:
+        raise InputError(f"--layers '{spec}' is not a list like 2-29 or 1,3,5.") from err
+    if not layers or min(layers) < 0 or max(layers) >= n_layers:
+        raise InputError(f"--layers '{spec}' is outside this model's layers 0-{n_layers - 1}.")
+    return tuple(sorted(layers))
+
+
+def _changes(args: argparse.Namespace, loaded: object, ids: list[int]) -> list[object]:
+    from backend import interventions as iv
+    from backend.capture import analyze_ids
+
+    layers = parse_layers(args.layers, loaded.info.n_layers)
+    changes: list[object] = []
+    if args.drop_first:
+        changes.append(iv.DropFirst(args.drop_first, layers))
+    if args.replace_first is not None:
+        text = ESCAPES.get(args.replace_first, args.replace_first)
+        changes.append(iv.single_token(loaded, text))
+    if args.zero_massive or args.mean_massive or args.force:
+        trace = analyze_ids(loaded, ids)
+        for mode, asked in (("zero", args.zero_massive), ("mean", args.mean_massive)):
+            if asked:
+                changes.append(iv.set_massive(loaded, trace.massive, mode, args.from_layer, ids[0] == _bos(loaded)))
+        if args.force:
+            source, target = FORCE_CHOICES[args.force]
+            changes.append(iv.ForceHeads(iv.heads_of_kind(trace.heads["kind"], source, layers), target))
+    return changes
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    if args.drop_first is not None and args.drop_first < 1:
+        raise InputError("--drop-first must be at least 1.")
+    if args.perturb is not None and args.perturb < 1:
+        raise InputError("--perturb names the token compared with token 0: at least 1.")
+    if args.size <= 0 or args.from_layer < 0:
+        raise InputError("--size must be positive and --from-layer at least 0.")
+
+
+def _bos(loaded: object) -> int | None:
+    return getattr(loaded.tokenizer, "bos_token_id", None)
+
+
+def outcome_json(outcome: object, intact: object) -> dict[str, object]:
+    return {
+        "label": outcome.label,
+        "loss": outcome.loss,
+        "loss_change": outcome.loss - intact.loss,
+        "mean_sink": float(outcome.heads["sink"].mean()),
+        "sink_per_layer": outcome.heads["sink"].mean(-1).tolist(),
+        "token_cosine": [finite(float(v)) for v in outcome.token_cosine],
+        "top": [{"token": token, "probability": p} for token, p in outcome.top],
+    }
+
+
+def _line(outcome: object, intact: object) -> str:
+    top = "  ".join(f"{token} {p:.2f}" for token, p in outcome.top)
+    delta = outcome.loss - intact.loss
+    return (
+        f"{outcome.label:60s} loss {outcome.loss:7.3f} ({delta:+.3f})  sink {outcome.heads['sink'].mean():.3f}  {top}"
+    )
+
+
+def run_intervene(args: argparse.Namespace) -> None:
+    from backend import interventions as iv
+    from backend.models import load_model
+    from backend.tokens import encode
+
+    _check_numbers(args)
+    text = read_text_file(args.text_file) if args.text_file else args.text
+    loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=log.info)
+    limit = min(args.max_tokens or loaded.info.max_tokens, loaded.info.max_tokens)
+    try:
+        ids = encode(loaded.tokenizer, text or "", limit, truncate=args.max_tokens is not None)
+    except TokenLimitError as err:
+        raise InputError(f"{err} Pass --max-tokens N to use only the first N tokens.") from err
+    changes = _changes(args, loaded, ids)
+    if not changes and args.perturb is None:
+        raise InputError("Choose at least one intervention: --drop-first, --replace-first, --zero-massive, "
+                         "--mean-massive, --force or --perturb.")  # fmt: skip
+    print(f"model: {loaded.info.badge()}\n{len(ids)} tokens")
+    intact = iv.run(loaded, ids)
+    outcomes = [iv.run(loaded, ids, change) for change in changes]
+    for outcome in [intact, *outcomes]:
+        print(_line(outcome, intact))
+    report = {"model": loaded.info.__dict__, "n_tokens": len(ids), "intact": outcome_json(intact, intact)}
+    report["interventions"] = [outcome_json(outcome, intact) for outcome in outcomes]
+    if args.perturb is not None:
+        report["sensitivity"] = _sensitivity(loaded, ids, args.perturb, args.size, print)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+
+
+def _sensitivity(
+    loaded: object, ids: list[int], position: int, size: float, say: Callable[[str], None]
+) -> dict[str, object]:
+    from backend import interventions as iv
+
+    absolute = size * iv.embedding_scale(loaded, ids)
+    kl = iv.sensitivity(loaded, ids, [0, position], absolute)
+    say(f"perturbation of length {absolute:.3f} ({size:g} x the median embedding norm), mean KL of later predictions:")
+    for at, value in kl.items():
+        say(f"  token {at:5d}  KL {value:.5f}")
+    return {"size": absolute, "kl": {str(at): value for at, value in kl.items()}}
+
+
+def add_intervene(commands: argparse._SubParsersAction, model_options: Callable) -> None:
+    command = commands.add_parser("intervene", help="break a mechanism; loss and predictions before and after")
+    model_options(command)
+    source = command.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", help="the text itself")
+    source.add_argument("--text-file", help="a UTF-8 text file")
+    command.add_argument("--max-tokens", type=int, help="use only the first N tokens")
+    command.add_argument("--layers", help="layers for --drop-first and --force, like 2-29 or 1,3 (default all)")
+    command.add_argument("--drop-first", type=int, metavar="K", help="remove attention to the first K tokens")
+    command.add_argument("--replace-first", metavar="TOKEN", help=r"replace token 0 by one token (\n, \s, a word)")
+    command.add_argument("--zero-massive", action="store_true", help="set massive activations to zero")
+    command.add_argument("--mean-massive", action="store_true", help="set them to their mean over other texts")
+    command.add_argument("--from-layer", type=int, default=1, help="massive edits start at this layer's output")
+    command.add_argument("--force", choices=list(FORCE_CHOICES), help="turn heads of one kind into the other")
+    command.add_argument("--perturb", type=int, metavar="POS", help="compare perturbing token 0 with token POS")
+    command.add_argument("--size", type=float, default=1.0, help="perturbation length / median embedding norm")
+    command.add_argument("--json", help="write everything as JSON here")
+    command.set_defaults(run=run_intervene)
