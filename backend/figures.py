@@ -22,6 +22,7 @@ METRIC_TITLES = {
     "previous_token": "attention to the previous token",
     "entropy": "normalized entropy",
     "value_sink": "share of output read from the first token",
+    "withheld": "mass softmax+1 would leave unread (counterfactual)",
 }
 MARGIN = {"l": 50, "r": 20, "t": 50, "b": 40}
 KIND_COLORS = {"sink": "#d62728", "diagonal": "#1f77b4", "previous_token": "#2ca02c", "mixed": "#bbbbbb"}

@@ -1,0 +1,96 @@
+"""Figures of the why-sinks lessons: data in, ``go.Figure`` out (line plots use ``figures.fig_lines``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from backend.figures import KIND_COLORS, MARGIN, escape
+from backend.metrics import KINDS
+
+
+def fig_softmax_variants(labels: list[str], weights: dict[str, np.ndarray]) -> go.Figure:
+    """One bar chart per normalization of the same scores, each titled with its row sum."""
+    titles = [f"{escape(name)}<br>sum {w.sum():.3f} · withheld {1 - w.sum():.3f}" for name, w in weights.items()]
+    fig = make_subplots(rows=1, cols=len(weights), shared_yaxes=True, subplot_titles=titles)
+    for col, (name, w) in enumerate(weights.items(), start=1):
+        fig.add_bar(x=[escape(s) for s in labels], y=w, name=escape(name), row=1, col=col, showlegend=False,
+                    hovertemplate="key %{x}<br>weight %{y:.4f}<extra></extra>")  # fmt: skip
+    fig.update_yaxes(title_text="attention weight", row=1, col=1, rangemode="tozero")
+    fig.update_layout(height=340, margin={**MARGIN, "t": 80})
+    return fig
+
+
+def fig_sink_scatter(heads: dict[str, np.ndarray]) -> go.Figure:
+    """Every head as a point (sink, value_sink): bottom right = attends to the first token, reads nothing."""
+    fig = go.Figure()
+    n_layers, n_heads = heads["sink"].shape
+    layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
+    for kind in KINDS:
+        picked = heads["kind"] == kind
+        fig.add_scatter(
+            x=heads["sink"][picked], y=heads["value_sink"][picked], mode="markers", name=kind,
+            marker={"color": KIND_COLORS[kind], "size": 7, "opacity": 0.8},
+            customdata=np.stack([layer[picked], head[picked]], axis=-1),
+            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>sink %{x:.3f}<br>"
+                          "value_sink %{y:.3f}<extra></extra>",
+        )  # fmt: skip
+    fig.add_shape(type="rect", x0=0.5, x1=1, y0=0, y1=0.5, line={"dash": "dot", "color": "#d62728"})
+    fig.add_annotation(x=0.75, y=0.45, text="attends but reads little", showarrow=False)
+    diagonal = {"dash": "dot", "color": "#999"}
+    fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line=diagonal, name="reads what it attends")
+    fig.update_layout(
+        title="Every head: attention to the first token vs share of output read from it",
+        xaxis={"title": "sink (attention to the first token)", "range": [0, 1]},
+        yaxis={"title": "value_sink (share of the output from it)", "range": [0, 1]},
+        height=460,
+        margin=MARGIN,
+    )
+    return fig
+
+
+def fig_channel_map(hidden: np.ndarray, tokens: list[str], max_rows: int = 128) -> go.Figure:
+    """|h| of one layer as token x channel, log colour; tokens max-pooled when there are many."""
+    magnitude = np.abs(np.asarray(hidden, dtype=np.float64))
+    n_rows = min(len(magnitude), max_rows)
+    row_starts = np.unique((np.arange(n_rows) * len(magnitude)) // n_rows)
+    pooled = np.maximum.reduceat(magnitude, row_starts, axis=0)  # (row bin, channel): every channel kept
+    ends = np.append(row_starts[1:], magnitude.shape[0]) - 1
+    rows = [escape(f"{s}:{tokens[s]}") if s == e else f"{s}–{e}" for s, e in zip(row_starts, ends, strict=True)]
+    fig = go.Figure(
+        go.Heatmap(
+            z=np.log10(np.maximum(pooled, 1e-6)).astype(np.float32), y=rows, colorscale="Magma",
+            colorbar={"title": {"text": "log10 |h|"}},
+            hovertemplate="token %{y}<br>channel %{x}<br>log10 |h| %{z:.2f}<extra></extra>",
+        )
+    )  # fmt: skip
+    note = f" (tokens max-pooled to {len(rows)} rows)" if len(rows) < magnitude.shape[0] else ""
+    fig.update_layout(
+        title="|h| per token and channel" + note,
+        xaxis={"title": "channel"},
+        yaxis={"title": "token", "type": "category", "autorange": "reversed", "nticks": 30},
+        height=480,
+        margin={**MARGIN, "l": 110},
+    )
+    return fig
+
+
+def fig_kind_output(kinds: np.ndarray, output_norm: np.ndarray) -> go.Figure:
+    """Mean ||head output|| per kind of head: sinks write almost nothing, diagonals write their own value."""
+    present = [kind for kind in KINDS if (kinds == kind).any()]
+    means = [float(np.nanmean(output_norm[kinds == kind])) for kind in present]
+    counts = [int((kinds == kind).sum()) for kind in present]
+    fig = go.Figure(
+        go.Bar(
+            x=present, y=means, customdata=counts, marker_color=[KIND_COLORS[k] for k in present],
+            hovertemplate="%{x}: %{customdata} heads<br>mean output norm %{y:.3f}<extra></extra>",
+        )
+    )  # fmt: skip
+    fig.update_layout(
+        title="Mean output norm ||Σ_j A[t,j] v_j W_O|| by kind of head",
+        yaxis={"title": "output norm"},
+        height=360,
+        margin=MARGIN,
+    )
+    return fig
