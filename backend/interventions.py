@@ -275,3 +275,13 @@ def heads_of_kind(kinds: np.ndarray, kind: str, layers: tuple[int, ...]) -> tupl
     """(layer, head) of every head labelled ``kind`` in ``layers``."""
     found = zip(*np.nonzero(kinds == kind), strict=True)
     return tuple((int(layer), int(head)) for layer, head in found if layer in layers)
+
+
+def random_word(tokenizer: object, seed: int) -> str:
+    """A whole word that is one token of this vocabulary (leading space included), drawn with ``seed``."""
+    rng = np.random.default_rng(seed)
+    for token_id in rng.integers(0, len(tokenizer), size=2000):
+        text = tokenizer.decode([int(token_id)])
+        if len(text) >= 5 and text[0] == " " and text[1:].isalpha() and text[1:].islower():
+            return text
+    return " the"

@@ -94,3 +94,31 @@ def fig_kind_output(kinds: np.ndarray, output_norm: np.ndarray) -> go.Figure:
         margin=MARGIN,
     )
     return fig
+
+
+def fig_smoothing_depth(layers: dict[str, np.ndarray], entropy: np.ndarray) -> go.Figure:
+    """Token cosines, the first token's cosine and attention entropy on one depth axis (h^0 .. h^L).
+
+    ``entropy`` is per decoder layer, drawn at the state it produces; shaded layers have bos_cosine <= 0.
+    """
+    x = np.arange(len(layers["token_cosine"]))
+    fig = go.Figure()
+    names = {
+        "token_cosine": "token cosine (raw)",
+        "token_cosine_std": "token cosine (channels standardized)",
+        "bos_cosine": "cosine of the first token with the others",
+    }
+    for name, label in names.items():
+        fig.add_scatter(x=x, y=layers[name], name=label, mode="lines+markers", marker={"size": 4})
+    fig.add_scatter(x=x[1:], y=entropy, name="mean attention entropy", line={"dash": "dot"})
+    for layer in x[np.asarray(layers["bos_cosine"]) <= 0]:
+        fig.add_vrect(x0=layer - 0.5, x1=layer + 0.5, fillcolor="#d62728", opacity=0.08, line_width=0)
+    fig.update_layout(
+        title="Oversmoothing and the sink's geometry, layer by layer (shaded: first token points away)",
+        xaxis={"title": "layer l of h^l (entropy: the decoder layer that produces h^l)"},
+        yaxis={"title": "cosine / normalized entropy", "range": [-1, 1]},
+        legend={"orientation": "h", "y": -0.25},
+        height=440,
+        margin=MARGIN,
+    )
+    return fig

@@ -128,3 +128,21 @@ def test_value_scaled_rows_keep_their_size_so_a_silent_sink_fades() -> None:
     norms = np.array([[0.1, 2.0, 2.0, 2.0]])  # whose value is tiny
     np.testing.assert_allclose(metrics.value_weighted(sink_head, norms)[0, 1:, 0], 1.0)  # normalized: looks full
     np.testing.assert_allclose(metrics.value_scaled(sink_head, norms)[0, :, 0], 0.05)  # scaled: fades
+
+
+def test_softmax_variants_on_a_hand_built_row() -> None:
+    x = np.array([0.0, np.log(2.0), np.log(3.0)])  # e^x = 1, 2, 3
+    np.testing.assert_allclose(metrics.softmax(x), [1 / 6, 2 / 6, 3 / 6])
+    np.testing.assert_allclose(metrics.softmax_plus_one(x), [1 / 7, 2 / 7, 3 / 7])
+    np.testing.assert_allclose(metrics.withheld_mass(metrics.softmax_plus_one(x)), 1 / 7)
+    np.testing.assert_allclose(metrics.sink_logit_softmax(x, np.log(4.0)), [1 / 10, 2 / 10, 3 / 10])
+    np.testing.assert_allclose(metrics.sink_logit_softmax(x, -60.0), metrics.softmax(x), atol=1e-12)
+    np.testing.assert_allclose(metrics.sigmoid_attention(x, bias=-np.log(2.0)), [1 / 3, 1 / 2, 3 / 5])
+    assert metrics.withheld_mass(metrics.softmax(x)) == pytest.approx(0.0)
+
+
+def test_softmax_plus_one_is_softmax_with_a_silent_key() -> None:
+    x = np.random.default_rng(0).normal(scale=4.0, size=(5, 9))
+    with_key = metrics.softmax(np.concatenate([np.zeros((5, 1)), x], axis=1))
+    np.testing.assert_allclose(metrics.softmax_plus_one(x), with_key[:, 1:], rtol=1e-12)
+    np.testing.assert_allclose(metrics.softmax(np.full(4, 700.0)), 0.25)  # no overflow

@@ -25,6 +25,7 @@ from views.url_state import CUSTOM, restore_from_url
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 EXAMPLES = {e["id"]: e for e in json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))}
 PAST_SINK_HELP = "Hide the first key and renormalize each row over the rest, so the pattern under the sink shows."
+CARRIED = ("model_choice", "model_path", "dtype", "example", "text", "add_bos", "layer", "head")
 BOS_HELP = "The sink forms on whatever token comes first: turn this off to see it move to the first word."
 
 
@@ -65,6 +66,7 @@ class Shared:
     traces: BoundedCache
     maps: BoundedCache
     thumbs: BoundedCache
+    lessons: BoundedCache  # interventions and probes of the why-sinks pages
     queues: dict[str, RunQueue] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -78,7 +80,8 @@ def shared() -> Shared:
     config = settings()
     per_session = config.results_per_session
     maps = BoundedCache(total=config.results_total // 2 or 1, per_owner=2)
-    return Shared(config, BoundedCache(config.results_total, per_session), maps, BoundedCache(4, 1))
+    lessons = BoundedCache(config.results_total * 4, per_session * 4)
+    return Shared(config, BoundedCache(config.results_total, per_session), maps, BoundedCache(4, 1), lessons)
 
 
 @st.cache_resource(show_spinner="Loading the model (the first start dequantizes it: about 20 s)…", max_entries=2)
@@ -139,6 +142,18 @@ def clamp(key: str, largest: int) -> None:
     """Keep a restored or remembered slider value inside this model's range."""
     if st.session_state.get(key, 0) > largest:
         st.session_state[key] = largest
+
+
+def pick_head(trace: Trace) -> tuple[int, int]:
+    """Layer and head sliders that start on the strongest sink head and stay inside this model's range."""
+    n_layers, n_heads = trace.shape
+    strongest = np.unravel_index(np.nan_to_num(trace.heads["sink"]).argmax(), trace.shape)
+    st.session_state.setdefault("layer", int(strongest[0]))
+    st.session_state.setdefault("head", int(strongest[1]))
+    clamp("layer", n_layers - 1)
+    clamp("head", n_heads - 1)
+    pick = st.columns(2)
+    return pick[0].slider("Layer", 0, n_layers - 1, key="layer"), pick[1].slider("Head", 0, n_heads - 1, key="head")
 
 
 def model_choices(config: Settings) -> dict[str, str]:
@@ -202,8 +217,20 @@ def _token_count_caption(loaded: LoadedModel, text: str, add_bos: bool | None) -
     st.caption(f"{n_tokens} tokens · limit {token_limit(loaded)}")
 
 
+def carry_over() -> None:
+    """Keep shared widget values when the user moves to another page.
+
+    A widget belongs to the page that drew it: Streamlit drops its value when another page's script
+    runs. Writing the value back as plain session state lets the next page's widget start from it.
+    """
+    for key in CARRIED:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
 def sidebar() -> Request | None:
     """Draw the shared controls; return the request, or None with a message when there is none yet."""
+    carry_over()
     restore_from_url(shared().settings, EXAMPLES)
     with st.sidebar:
         spec, dtype = _model_picker()

@@ -59,15 +59,7 @@ def head_summary(trace: Trace, layer: int, head: int) -> None:
 @st.fragment
 def one_head(request: common.Request, trace: Trace) -> None:
     """Scrubbing layer and head reruns only this fragment: the model is never run again here."""
-    n_layers, n_heads = trace.shape
-    strongest = np.unravel_index(np.nan_to_num(trace.heads["sink"]).argmax(), trace.shape)  # start on a sink head
-    st.session_state.setdefault("layer", int(strongest[0]))
-    st.session_state.setdefault("head", int(strongest[1]))
-    common.clamp("layer", n_layers - 1)
-    common.clamp("head", n_heads - 1)
-    pick = st.columns(2)
-    layer = pick[0].slider("Layer", 0, n_layers - 1, key="layer")
-    head = pick[1].slider("Head", 0, n_heads - 1, key="head")
+    layer, head = common.pick_head(trace)
     options = st.columns(2)
     log_scale = options[0].toggle("Log colour scale", key="log_scale")
     past_sink = options[1].toggle("Look past the sink", key="past_sink", help=common.PAST_SINK_HELP)
