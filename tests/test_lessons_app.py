@@ -1,0 +1,122 @@
+"""App tests of the five why-sinks pages, on the real bundled model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.test_app import ROOT, TIMEOUT, array, chart
+
+
+def open_page(page: str, example: str = "english") -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"example": example})
+    at.run()  # pages with their own url_path are known to AppTest only after a first run
+    at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def submit(at: AppTest, label: str) -> AppTest:
+    next(b for b in at.button if b.label == label).click().run()
+    assert not at.exception, at.exception
+    return at
+
+
+def table(at: AppTest, column: str) -> object:
+    """The first table with this column (AppTest does not expose dataframe keys)."""
+    return next(d.value for d in at.dataframe if column in d.value.columns)
+
+
+def test_softmax_page_spends_one_unit_and_checks_softmax_plus_one() -> None:
+    at = open_page("why_softmax")
+    bars = chart(at, "sm_bars")["data"]
+    sums = [array(bar["y"]).sum() for bar in bars]
+    assert sums[0] == pytest.approx(1.0) and sums[1] < 1 and sums[2] < sums[1]  # softmax, +1, sink logit 2
+    at.radio(key="sm_preset").set_value("One clear match").run()
+    clear = array(chart(at, "sm_bars")["data"][0]["y"])
+    assert clear.argmax() == 2 and clear[2] > 0.9
+    check = at.dataframe[0].value.to_numpy()  # softmax+1(x) and softmax([0, x])[1:], one row each
+    np.testing.assert_allclose(check[0], check[1], rtol=1e-12)
+    at.text_input(key="sm_scores").set_value("1, two, 3").run()
+    assert not at.exception and "must be numbers" in at.error[0].value
+    assert chart(at, "sm_withheld_map")["layout"]["title"]["text"].startswith("withheld")
+
+
+def test_softmax_page_shows_the_counterfactual_withheld_mass_of_the_chosen_head() -> None:
+    at = open_page("why_softmax")
+    at.slider(key="layer").set_value(10).run()
+    at.slider(key="head").set_value(4).run()
+    lines = chart(at, "sm_withheld")["data"]
+    withheld, first = array(lines[0]["y"]), array(lines[1]["y"])
+    assert lines[0]["name"] == "withheld by softmax+1" and len(withheld) == len(first) > 20
+    assert ((withheld > 0) & (withheld < 1)).all()
+    assert "Layer 10, head 4" in chart(at, "sm_withheld")["layout"]["title"]["text"]
+
+
+def test_reads_nothing_page_puts_every_head_in_the_scatter_and_shows_key_geometry() -> None:
+    at = open_page("why_reads_nothing", "random")
+    points = sum(len(array(trace["x"])) for trace in chart(at, "rn_scatter")["data"][:4])
+    assert points == 30 * 9
+    norms = chart(at, "rn_key_norm")["data"]
+    first, others = array(norms[0]["y"]), array(norms[1]["y"])
+    assert len(first) == 30 and np.median(first / others) < 1  # the first key is short (Gu et al.)
+    cosines = chart(at, "rn_key_cos")["data"]
+    assert np.median(array(cosines[0]["y"])) > np.median(array(cosines[1]["y"]))  # yet queries point at it
+    output = chart(at, "rn_output")["data"][0]
+    assert len(array(output["y"])) > 20
+
+
+def test_massive_page_zeroing_hurts_more_than_setting_the_mean() -> None:
+    at = open_page("why_massive")
+    assert len(table(at, "channel")) > 0
+    assert chart(at, "ma_top")["layout"]["yaxis"]["type"] == "log"
+    submit(at, "Run the intervention")
+    at.radio(key="ma_mode").set_value("mean")
+    submit(at, "Run the intervention")
+    runs = table(at, "run").set_index("run")
+    assert len(runs) == 3
+    changes = runs["change"].to_numpy()
+    assert changes[1] > changes[2]  # zero, then mean
+    published = at.dataframe[-1].value.set_index("measurement")
+    assert "→" in published.loc["perplexity when set to zero", "your model"]
+
+
+def test_diagonals_page_forces_sink_heads_to_diagonal() -> None:
+    at = open_page("why_diagonals")
+    assert len(chart(at, "dg_depth")["data"]) == 4
+    kinds = chart(at, "dg_output")["data"][0]
+    assert "sink" in kinds["x"]
+    submit(at, "Run the intervention")
+    runs = table(at, "run")
+    assert runs["change"].iloc[1] > 0.5  # turning every sink head into a diagonal costs the model
+    assert len(chart(at, "dg_cosine")["data"]) == 2
+
+
+def test_diagonals_page_explains_an_empty_choice() -> None:
+    at = open_page("why_diagonals")
+    at.slider(key="dg_layers").set_value((0, 0))
+    at.radio(key="dg_source").set_value("diagonal")
+    submit(at, "Run the intervention")
+    assert "No diagonal heads in layers 0–0" in at.warning[0].value  # layer 0 of SmolLM2 has none
+    assert not any("run" in d.value.columns for d in at.dataframe)
+
+
+def test_break_page_drops_keys_replaces_the_first_token_and_measures_sensitivity() -> None:
+    at = open_page("why_break")
+    submit(at, "Drop them")
+    runs = table(at, "run")
+    assert list(runs["run"])[1].startswith("drop the first 1 key")
+    sinks = chart(at, "br_compare_sinks")["data"]
+    assert array(sinks[1]["y"])[2:].max() == 0  # no attention left on the first token in layers 2..
+    at.radio(key="br_choice").set_value("\n")
+    submit(at, "Replace it")
+    assert "'↵'" in " ".join(table(at, "run")["run"])
+    at.radio(key="br_choice").set_value("own")
+    at.text_input(key="br_own").set_value("several words here")
+    submit(at, "Replace it")
+    assert "exactly one" in at.error[0].value
+    submit(at, "Perturb both")
+    values = [float(m.value) for m in at.metric[:2]]
+    assert values[0] > values[1] > 0  # the sink token is the sensitive one
