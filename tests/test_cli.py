@@ -90,3 +90,39 @@ def test_lab_commands_report_and_save_a_run(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "sigmoid.json").exists()
     assert len(json.loads((tmp_path / "ind.json").read_text())["bos_attention"]) == 8
+
+
+def test_intervene_prints_loss_and_predictions_before_and_after(tmp_path: Path) -> None:
+    text = tmp_path / "capitals.txt"
+    text.write_text("The capital of France is Paris. The capital of Italy is", encoding="utf-8")
+    out = tmp_path / "out.json"
+    changes = ["--drop-first", "1", "--layers", "2-29", "--replace-first", r"\n", "--force", "sink-to-diagonal"]
+    done = cli("intervene", "--text-file", str(text), *changes, "--perturb", "5", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[2].startswith("intact") and "␣Rome" in lines[2]
+    assert any(line.startswith("drop the first 1 key(s) in layers 2-29") for line in lines)
+    assert any("first token replaced by '↵'" in line for line in lines)
+    report = json.loads(out.read_text())
+    dropped = report["interventions"][0]
+    assert dropped["loss_change"] > 0 and max(dropped["sink_per_layer"][2:]) == 0
+    assert report["intact"]["top"][0]["token"] == "␣Rome" and len(report["interventions"]) == 3
+    assert set(report["sensitivity"]["kl"]) == {"0", "5"}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--text", "Some text here"], "Choose at least one intervention"),
+        (["--text", "Some text here", "--drop-first", "1", "--layers", "2-99"], "outside this model's layers 0-29"),
+        (["--text", "Some text here", "--drop-first", "1", "--layers", "two"], "is not a list like"),
+        (["--text", "Some text here", "--replace-first", "many words here"], "exactly one"),
+        (["--text", "Some text here", "--perturb", "50"], "past the last token"),
+        (["--text", "   ", "--drop-first", "1"], "The text is empty"),
+        (["--text", "Some text here", "--drop-first", "0"], "--drop-first must be at least 1"),
+    ],
+)
+def test_intervene_explains_bad_input_in_one_line(args: list[str], message: str) -> None:
+    done = cli("intervene", *args)
+    assert done.returncode == 2
+    assert message in done.stderr and "Traceback" not in done.stderr
