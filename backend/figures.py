@@ -276,16 +276,19 @@ def fig_cache_membership(n_tokens: int, sinks: int, window: int, step: int, max_
 
 
 def fig_lines(
-    x: dict[str, list[float]] | list[float], series: dict[str, list[float]], title: str, x_title: str, y_title: str,
-    log_x: bool = False, log_y: bool = False,
+    x: dict[str, list[float]] | list[float] | list[str], series: dict[str, list[float]], title: str, x_title: str,
+    y_title: str, log_x: bool = False, log_y: bool = False,
 ) -> go.Figure:  # fmt: skip
-    """One line per named series; ``x`` is shared or given per series."""
+    """One line per named series; ``x`` is shared or given per series (strings make a category axis)."""
     fig = go.Figure()
+    categorical = isinstance(x, list) and bool(x) and isinstance(x[0], str)
+    if categorical:
+        x = [escape(label) for label in x]  # token labels are data, not markup
     for name, values in series.items():
         fig.add_scatter(x=x[name] if isinstance(x, dict) else x, y=values, name=name, mode="lines")
     fig.update_layout(
         title=title,
-        xaxis={"title": x_title, "type": "log" if log_x else "linear"},
+        xaxis={"title": x_title, "type": "log" if log_x else "category" if categorical else "linear"},
         yaxis={"title": y_title, "type": "log" if log_y else "linear"},
         legend={"orientation": "h", "y": -0.3},
         height=380,

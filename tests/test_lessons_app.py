@@ -120,3 +120,5 @@ def test_break_page_drops_keys_replaces_the_first_token_and_measures_sensitivity
     submit(at, "Perturb both")
     values = [float(m.value) for m in at.metric[:2]]
     assert values[0] > values[1] > 0  # the sink token is the sensitive one
+    published = table(at, "published")["your model"].tolist()
+    assert "→" in published[0] and "→" in published[1] and published[2].endswith("x more change")

@@ -144,10 +144,14 @@ def clamp(key: str, largest: int) -> None:
         st.session_state[key] = largest
 
 
-def pick_head(trace: Trace) -> tuple[int, int]:
-    """Layer and head sliders that start on the strongest sink head and stay inside this model's range."""
+def pick_head(trace: Trace, start_by: np.ndarray | None = None) -> tuple[int, int]:
+    """Layer and head sliders that stay inside this model's range.
+
+    They start on the head where ``start_by`` (layer, head) is largest: by default the strongest sink.
+    """
     n_layers, n_heads = trace.shape
-    strongest = np.unravel_index(np.nan_to_num(trace.heads["sink"]).argmax(), trace.shape)
+    score = trace.heads["sink"] if start_by is None else start_by
+    strongest = np.unravel_index(np.nan_to_num(score, nan=-np.inf).argmax(), trace.shape)
     st.session_state.setdefault("layer", int(strongest[0]))
     st.session_state.setdefault("head", int(strongest[1]))
     clamp("layer", n_layers - 1)

@@ -1,5 +1,6 @@
 """Lesson 5: break the sink, by removing it, by replacing the first token, or by nudging it."""
 
+import numpy as np
 import streamlit as st
 
 from backend import interventions
@@ -42,7 +43,8 @@ def replace_first(request: common.Request, trace: Trace) -> interventions.Interv
     return lessons.remembered("br_replace", trace)
 
 
-def sensitivity(request: common.Request, trace: Trace) -> None:
+def sensitivity(request: common.Request, trace: Trace) -> dict[int, float] | None:
+    """The form and the KL of each perturbation, which it returns once run."""
     st.subheader("Single-token sensitivity")
     st.markdown(
         "Push one token's embedding by the same distance in a fixed random direction, once for the first "
@@ -50,7 +52,7 @@ def sensitivity(request: common.Request, trace: Trace) -> None:
     )
     if trace.n_tokens < 3:
         st.info("This needs at least three tokens.")
-        return
+        return None
     with st.form("br_sens_form"):
         st.session_state.setdefault("br_position", trace.n_tokens // 2)
         common.clamp("br_position", trace.n_tokens - 1)
@@ -61,7 +63,7 @@ def sensitivity(request: common.Request, trace: Trace) -> None:
         st.session_state["br_sens"] = (trace.token_ids, position, size)
     asked = st.session_state.get("br_sens")
     if asked is None or asked[0] != trace.token_ids:
-        return
+        return None
     _, position, size = asked
     loaded = common.get_model(request.model, request.dtype)
 
@@ -77,8 +79,18 @@ def sensitivity(request: common.Request, trace: Trace) -> None:
         cells = st.columns(3)
         cells[0].metric(f"KL after nudging token 0 ({trace.tokens[0]})", f"{kl[0]:.4f}")
         cells[1].metric(f"KL after nudging token {position} ({trace.tokens[position]})", f"{kl[position]:.4f}")
-        cells[2].metric("ratio", f"{kl[0] / kl[position]:.1f}x" if kl[position] > 0 else "—")
+        cells[2].metric("ratio", ratio_text(kl))
         st.caption(f"Averaged over the predictions from token {position} on, which both perturbations reach.")
+
+
+def ppl_change(intact: interventions.Outcome, changed: interventions.Outcome) -> str:
+    return f"{np.exp(intact.loss):.2f} → {np.exp(changed.loss):.2f}"
+
+
+def ratio_text(kl: dict[int, float]) -> str:
+    """How many times more the predictions move when the first token is nudged."""
+    first, other = kl.values()
+    return f"{first / other:.1f}x" if other > 0 else "—"
 
 
 st.title("Break the sink")
@@ -96,23 +108,32 @@ if analysis is not None:
     with right:
         replaced = replace_first(request, trace)
     changes = [c for c in (dropped, replaced) if c is not None]
+    found = {}
     if changes:
         ids = trace.token_ids
-        found = lessons.attempt(lambda: [lessons.outcome(request, ids, c) for c in [None, *changes]])
-        if found is not None:
-            lessons.comparison(found[0], found[1:], "br_compare")
-    sensitivity(request, trace)
+        runs = lessons.attempt(lambda: [lessons.outcome(request, ids, c) for c in [None, *changes]])
+        if runs is not None:
+            lessons.comparison(runs[0], runs[1:], "br_compare")
+            found = {type(c): ppl_change(runs[0], o) for c, o in zip(changes, runs[1:], strict=True)}
+    kl = sensitivity(request, trace)
     lessons.paper_table(
         [
-            ("ppl, 4 real first tokens kept as sinks", "5.40 (Llama-2-13B)", "see the Streaming page"),
             (
-                "ppl, 4 '\\n' tokens as sinks instead",
-                "5.60: position matters, not content",
-                "replace the first token above",
+                "evicting the first tokens (window only), ppl",
+                "5158 vs 5.40 with 4 sinks (collapse)",
+                found.get(interventions.DropFirst, "drop the first keys above"),
             ),
-            ("evicting the first tokens (window only)", "5158 (collapse)", "drop the first keys above"),
-            ("softmax vs sigmoid: perturbing the dominant token", "softmax far more sensitive", "perturb both above"),
+            (
+                "4 '\\n' tokens as sinks instead of the real ones, ppl",
+                "5.60 vs 5.40: position matters, not content",
+                found.get(interventions.ReplaceFirst, "replace the first token above"),
+            ),
+            (
+                "perturbing the dominant token vs another",
+                "softmax far more sensitive than sigmoid",
+                ratio_text(kl) + " more change" if kl else "perturb both above",
+            ),
         ],
-        "Xiao et al., StreamingLLM, ICLR 2024; Varre, Rofin, Flammarion 2026",
+        "Xiao et al., StreamingLLM, ICLR 2024 (Llama-2-13B); Varre, Rofin, Flammarion 2026",
     )
 url_state.sync_url()

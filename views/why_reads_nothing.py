@@ -12,8 +12,9 @@ from views import common, lessons, url_state
 
 
 def one_head(request: common.Request, trace: Trace) -> None:
-    layer, head = common.pick_head(trace)
     heads = trace.heads
+    # start on the clearest "attends but reads little" head
+    layer, head = common.pick_head(trace, np.where(heads["sink"] > 0.5, heads["sink"] - heads["value_sink"], -1))
     cells = st.columns(4)
     cells[0].metric("attention to the first token (sink)", f"{heads['sink'][layer, head]:.3f}")
     cells[1].metric("share of output from it (value_sink)", f"{heads['value_sink'][layer, head]:.3f}")

@@ -7,6 +7,7 @@ import streamlit as st
 from backend import figures, metrics
 from backend.capture import Trace
 from backend.lesson_figures import fig_softmax_variants
+from backend.tokens import token_labels
 from views import common, lessons, url_state
 
 PRESETS = {
@@ -80,7 +81,7 @@ def numeric_check(scores: np.ndarray) -> None:
 def on_the_model(request: common.Request, trace: Trace) -> None:
     layer, head = common.pick_head(trace)
     maps = common.get_layer_maps(request, trace.token_ids, layer)
-    labels = [f"{t}:{s}" for t, s in enumerate(trace.tokens)]
+    labels = token_labels(trace.tokens)
     series = {
         "withheld by softmax+1": maps.withheld[head].tolist(),
         "attention to the first token": maps.weights[head][:, 0].tolist(),
