@@ -81,6 +81,7 @@ def sensitivity(request: common.Request, trace: Trace) -> dict[int, float] | Non
         cells[1].metric(f"KL after nudging token {position} ({trace.tokens[position]})", f"{kl[position]:.4f}")
         cells[2].metric("ratio", ratio_text(kl))
         st.caption(f"Averaged over the predictions from token {position} on, which both perturbations reach.")
+    return kl
 
 
 def ppl_change(intact: interventions.Outcome, changed: interventions.Outcome) -> str:
