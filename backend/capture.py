@@ -137,15 +137,16 @@ def install_residual_hooks(model: Any) -> None:
 
 
 def run_forward(
-    loaded: LoadedModel, ids: list[int], recorder: attention.Recorder, logits: bool = False
+    loaded: LoadedModel, ids: list[int], recorder: attention.Recorder, logits_from: int | None = None
 ) -> torch.Tensor | None:
-    """One forward pass; the LM head (T x vocab) only when ``logits`` is asked for: (token, vocab)."""
+    """One forward pass; the LM head (T x vocab) only when asked: logits of positions ``logits_from ..``."""
     model = loaded.model
     input_ids = torch.tensor([ids], device=model.device)  # (batch=1, token)
     with torch.inference_mode(), attention.recording(recorder):
         try:
-            if logits:
-                return model(input_ids=input_ids, use_cache=False).logits[0]
+            if logits_from is not None:
+                keep = len(ids) - logits_from
+                return model(input_ids=input_ids, use_cache=False, logits_to_keep=keep).logits[0]  # (keep, vocab)
             model.base_model(input_ids=input_ids, use_cache=False)
         except attention.StopForward:
             pass

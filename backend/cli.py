@@ -185,7 +185,7 @@ def _progress_logger(method: str) -> Callable[[list[float], int], bool]:
     return report
 
 
-def _model_options(command: argparse.ArgumentParser) -> None:
+def model_options(command: argparse.ArgumentParser) -> None:
     from backend.models import DEFAULT_MODEL
 
     command.add_argument("--model", default=DEFAULT_MODEL, help="bundled key, hub id or local directory")
@@ -193,16 +193,20 @@ def _model_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
 
 
+def text_options(command: argparse.ArgumentParser) -> None:
+    source = command.add_mutually_exclusive_group(required=True)
+    source.add_argument("--text", help="the text itself")
+    source.add_argument("--text-file", help="a UTF-8 text file")
+    command.add_argument("--max-tokens", type=int, help="use only the first N tokens")
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="python -m backend", description="Sinkscope: measure attention sinks.")
     root.add_argument("--debug", action="store_true", help="show full tracebacks")
     commands = root.add_subparsers(dest="command", required=True)
     analyze = commands.add_parser("analyze", help="per-head and per-layer metrics of one text")
-    _model_options(analyze)
-    source = analyze.add_mutually_exclusive_group(required=True)
-    source.add_argument("--text", help="the text itself")
-    source.add_argument("--text-file", help="a UTF-8 text file")
-    analyze.add_argument("--max-tokens", type=int, help="analyze only the first N tokens")
+    model_options(analyze)
+    text_options(analyze)
     analyze.add_argument(
         "--eps",
         type=float,
@@ -214,7 +218,7 @@ def parser() -> argparse.ArgumentParser:
     analyze.add_argument("--json", help="write everything as JSON here")
     analyze.set_defaults(run=run_analyze)
     stream = commands.add_parser("stream", help="streaming perplexity with and without attention sinks")
-    _model_options(stream)
+    model_options(stream)
     stream.add_argument("--text-file", help="a long UTF-8 text (default: Python's built-in pydoc topics)")
     stream.add_argument("--tokens", type=int, default=1024, help="how many tokens to stream")
     stream.add_argument("--sinks", type=int, default=4, help="first tokens kept in the cache (S)")
@@ -235,7 +239,7 @@ def parser() -> argparse.ArgumentParser:
     lab.set_defaults(run=run_lab)
     from backend.cli_intervene import add_intervene  # it imports this module's helpers
 
-    add_intervene(commands, _model_options)
+    add_intervene(commands)
     return root
 
 

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from backend.cli import finite, read_text_file
+from backend.cli import finite, model_options, read_text_file, text_options
 from backend.errors import InputError, TokenLimitError
 
 log = logging.getLogger("sinkscope")
@@ -130,13 +130,10 @@ def _sensitivity(
     return {"size": absolute, "kl": {str(at): value for at, value in kl.items()}}
 
 
-def add_intervene(commands: argparse._SubParsersAction, model_options: Callable) -> None:
+def add_intervene(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser("intervene", help="break a mechanism; loss and predictions before and after")
     model_options(command)
-    source = command.add_mutually_exclusive_group(required=True)
-    source.add_argument("--text", help="the text itself")
-    source.add_argument("--text-file", help="a UTF-8 text file")
-    command.add_argument("--max-tokens", type=int, help="use only the first N tokens")
+    text_options(command)
     command.add_argument("--layers", help="layers for --drop-first and --force, like 2-29 or 1,3 (default all)")
     command.add_argument("--drop-first", type=int, metavar="K", help="remove attention to the first K tokens")
     command.add_argument("--replace-first", metavar="TOKEN", help=r"replace token 0 by one token (\n, \s, a word)")

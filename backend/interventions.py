@@ -159,19 +159,23 @@ class Outcome:
 
 
 def _forward(
-    loaded: LoadedModel, ids: list[int], change: Intervention | None
+    loaded: LoadedModel, ids: list[int], change: Intervention | None, measure: bool = True, logits_from: int = 0
 ) -> tuple[torch.Tensor, attention.Recorder]:
-    """Log-probabilities (token, vocab) and the recorder of one run with ``change`` applied."""
+    """Log-probabilities (token, vocab) from ``logits_from`` on, and the recorder, of one run with ``change``.
+
+    ``measure`` also reduces every head and keeps the residual stream; without it attention runs as SDPA.
+    """
     if len(ids) < 2:
         raise InputError("An intervention needs at least two tokens: one to read and one to predict.")
     change = change or Intervention()
     install_residual_hooks(loaded.model)
     recorder = attention.Recorder(
-        residual=[None] * (loaded.info.n_layers + 1),
+        reduce=measure,
+        residual=[None] * (loaded.info.n_layers + 1) if measure else None,
         edit_scores=change.edit_scores,
         edit_residual=change.edit_residual,
     )
-    logits = run_forward(loaded, change.input_ids(list(ids)), recorder, logits=True)
+    logits = run_forward(loaded, change.input_ids(list(ids)), recorder, logits_from=logits_from)
     return torch.log_softmax(logits.float(), dim=-1), recorder
 
 
@@ -208,11 +212,11 @@ def sensitivity(
     if max(positions) >= len(ids):
         raise InputError(f"Position {max(positions)} is past the last token ({len(ids) - 1}).")
     start = max(positions)
-    intact, _ = _forward(loaded, ids, None)
+    intact, _ = _forward(loaded, ids, None, measure=False, logits_from=start)  # (reached position, vocab)
     result = {}
     for position in positions:
-        changed, _ = _forward(loaded, ids, Perturb(position, size))
-        kl = (intact.exp() * (intact - changed)).sum(-1)[start:]  # (token,): KL per reached prediction
+        changed, _ = _forward(loaded, ids, Perturb(position, size), measure=False, logits_from=start)
+        kl = (intact.exp() * (intact - changed)).sum(-1)  # (reached position,): KL per prediction
         result[position] = float(kl.mean())
     return result
 

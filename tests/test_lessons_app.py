@@ -122,3 +122,17 @@ def test_break_page_drops_keys_replaces_the_first_token_and_measures_sensitivity
     assert values[0] > values[1] > 0  # the sink token is the sensitive one
     published = table(at, "published")["your model"].tolist()
     assert "→" in published[0] and "→" in published[1] and published[2].endswith("x more change")
+
+
+@pytest.mark.parametrize("page", ["why_softmax", "why_reads_nothing", "why_massive", "why_diagonals", "why_break"])
+def test_every_lesson_handles_a_one_token_text_without_a_traceback(page: str) -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"text": "Hello"})  # one token, and no BOS for SmolLM2
+    at.run()
+    at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, at.exception
+    for label in ("Run the intervention", "Drop them"):
+        if any(b.label == label for b in at.button):
+            submit(at, label)
+            said = [e.value for e in at.error] + [w.value for w in at.warning]
+            assert any("at least two tokens" in m or m.startswith("No sink heads") for m in said), said
