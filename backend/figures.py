@@ -13,7 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from PIL import Image
 
-from backend.metrics import HEAD_METRICS
+from backend.metrics import HEAD_METRICS, nan_mean
 from backend.streaming import band_mask
 
 METRIC_TITLES = {
@@ -179,7 +179,7 @@ def fig_depth_profile(heads: dict[str, np.ndarray], first_norm_ratio: np.ndarray
     n_layers = heads["sink"].shape[0]
     layers = np.arange(n_layers)
     fig = go.Figure()
-    fig.add_scatter(x=layers, y=np.nanmean(heads["sink"], 1), name="mean attention to the first token", yaxis="y")
+    fig.add_scatter(x=layers, y=nan_mean(heads["sink"], 1), name="mean attention to the first token", yaxis="y")
     fig.add_scatter(
         x=layers,
         y=first_norm_ratio[:n_layers],  # h^l: the residual stream entering decoder layer l
@@ -188,7 +188,7 @@ def fig_depth_profile(heads: dict[str, np.ndarray], first_norm_ratio: np.ndarray
     )
     fig.add_scatter(
         x=layers,
-        y=np.nanmean(heads["value_norm_ratio"], 1),
+        y=nan_mean(heads["value_norm_ratio"], 1),
         name="first token's value norm / median (mean over heads)",
         yaxis="y2",
         line={"dash": "dot"},

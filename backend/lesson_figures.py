@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from backend.figures import KIND_COLORS, MARGIN, escape
-from backend.metrics import KINDS
+from backend.metrics import KINDS, nan_mean
 
 
 def fig_softmax_variants(labels: list[str], weights: dict[str, np.ndarray]) -> go.Figure:
@@ -79,7 +79,7 @@ def fig_channel_map(hidden: np.ndarray, tokens: list[str], max_rows: int = 128) 
 def fig_kind_output(kinds: np.ndarray, output_norm: np.ndarray) -> go.Figure:
     """Mean ||head output|| per kind of head: sinks write almost nothing, diagonals write their own value."""
     present = [kind for kind in KINDS if (kinds == kind).any()]
-    means = [float(np.nanmean(output_norm[kinds == kind])) for kind in present]
+    means = [float(nan_mean(output_norm[kinds == kind])) for kind in present]
     counts = [int((kinds == kind).sum()) for kind in present]
     fig = go.Figure(
         go.Bar(

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 HEAD_METRICS = ("sink", "diagonal", "previous_token", "entropy", "value_sink")
@@ -14,6 +16,13 @@ KIND_THRESHOLD = 0.5
 DEFAULT_EPS = 0.3
 MASSIVE_ABS = 100.0
 MASSIVE_RATIO = 1000.0
+
+
+def nan_mean(values: np.ndarray, axis: int | None = None) -> np.ndarray | float:
+    """np.nanmean, quietly NaN for an all-NaN slice (a one-token text has no query in Q)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(values, axis=axis)
 
 
 def head_scores(

@@ -6,13 +6,14 @@ import streamlit as st
 from backend import figures, interventions
 from backend.capture import Trace
 from backend.lesson_figures import fig_kind_output, fig_smoothing_depth
+from backend.metrics import nan_mean
 from views import common, lessons, url_state
 
 DIRECTIONS = {"sink": "Sink heads → diagonal", "diagonal": "Diagonal heads → sink"}
 
 
 def depth(trace: Trace) -> None:
-    entropy = np.nanmean(trace.heads["entropy"], axis=1)
+    entropy = nan_mean(trace.heads["entropy"], axis=1)
     st.plotly_chart(fig_smoothing_depth(trace.layers, entropy), key="dg_depth")
     away = np.flatnonzero(trace.layers["bos_cosine"] <= 0)
     where = ", ".join(f"h^{layer}" for layer in away) if away.size else "no layer"

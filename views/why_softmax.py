@@ -103,7 +103,7 @@ def paper(trace: Trace) -> None:
             ("sink rate, eps 0.3: softmax+1", "16.36%", "trained with softmax"),
             ("sink rate, eps 0.3: gpt-oss sink logit", "8.78%", "trained with softmax"),
             ("sink rate, eps 0.3: softpick", "0.00%", "trained with softmax"),
-            ("mean mass softmax+1 would withhold", "not reported", f"{np.nanmean(trace.heads['withheld']):.3f}"),
+            ("mean mass softmax+1 would withhold", "not reported", f"{metrics.nan_mean(trace.heads['withheld']):.3f}"),
         ],
         "Zuhri et al. 2025 (Softpick), 340M models; Miller 2023 (Attention is off by one)",
     )
