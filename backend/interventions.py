@@ -222,9 +222,14 @@ def sensitivity(
 
 
 def embedding_scale(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> float:
-    """The median embedding norm of the text: the unit perturbation sizes are given in."""
-    weights = loaded.model.get_input_embeddings().weight[list(ids)].float()  # (token, d_model)
-    return float(weights.norm(dim=-1).median())
+    """The median norm of the text's h^0: the unit perturbation sizes are given in.
+
+    The embedding module is called rather than its weights read, since some (Gemma) scale their output.
+    """
+    with torch.inference_mode():
+        embed = loaded.model.get_input_embeddings()
+        h0 = embed(torch.tensor(list(ids), device=embed.weight.device)).float()  # (token, d_model)
+    return float(np.median(h0.norm(dim=-1).cpu().numpy()))  # numpy's median, as metrics.md defines it
 
 
 def massive_cells(massive: tuple[tuple[int, int, int, float], ...]) -> tuple[tuple[int, int], ...]:

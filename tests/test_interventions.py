@@ -204,3 +204,8 @@ def test_the_real_model_collapses_without_its_massive_activations(smollm2: objec
     mean = interventions.run(smollm2, ids, interventions.set_massive(smollm2, trace.massive, "mean", 1))
     assert zero.loss - intact.loss > 2 * (mean.loss - intact.loss) > 0
     assert intact.top[0][0] == "␣Rome"
+
+
+def test_the_perturbation_unit_is_the_median_norm_of_h0(loaded: object, ids: list[int]) -> None:
+    h0 = analyze_ids(loaded, ids).residual[0]  # (token, d_model): what the model's first layer reads
+    assert interventions.embedding_scale(loaded, ids) == pytest.approx(float(np.median(np.linalg.norm(h0, axis=-1))))
