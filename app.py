@@ -2,19 +2,23 @@
 
 import streamlit as st
 
+from backend.i18n import t
+from views.common import choose_language
+
 st.set_page_config(page_title="Sinkscope", page_icon="🕳️", layout="wide")
+choose_language()  # before the page titles below: they are in the session's language
 pages = {
-    "Explore": [st.Page("views/explorer.py", title="Explorer", icon="🔎", default=True)],
-    "Why sinks exist": [
-        st.Page("views/why_softmax.py", title="1. Softmax must spend one unit", icon="⚖️", url_path="softmax"),
-        st.Page("views/why_reads_nothing.py", title="2. The sink reads nothing", icon="🫙", url_path="reads-nothing"),
-        st.Page("views/why_massive.py", title="3. Massive activations", icon="📈", url_path="massive"),
-        st.Page("views/why_diagonals.py", title="4. Sinks vs diagonals", icon="↘️", url_path="diagonals"),
-        st.Page("views/why_break.py", title="5. Break the sink", icon="🔨", url_path="break"),
+    t("nav.explore"): [st.Page("views/explorer.py", title=t("nav.explorer"), icon="🔎", default=True)],
+    t("nav.why"): [
+        st.Page("views/why_softmax.py", title=t("nav.softmax"), icon="⚖️", url_path="softmax"),
+        st.Page("views/why_reads_nothing.py", title=t("nav.reads_nothing"), icon="🫙", url_path="reads-nothing"),
+        st.Page("views/why_massive.py", title=t("nav.massive"), icon="📈", url_path="massive"),
+        st.Page("views/why_diagonals.py", title=t("nav.diagonals"), icon="↘️", url_path="diagonals"),
+        st.Page("views/why_break.py", title=t("nav.break"), icon="🔨", url_path="break"),
     ],
-    "Experiments": [
-        st.Page("views/streaming.py", title="Streaming", icon="🌊", url_path="streaming"),
-        st.Page("views/lab.py", title="Training lab", icon="🧪", url_path="lab"),
+    t("nav.experiments"): [
+        st.Page("views/streaming.py", title=t("nav.streaming"), icon="🌊", url_path="streaming"),
+        st.Page("views/lab.py", title=t("nav.lab"), icon="🧪", url_path="lab"),
     ],
 }
 st.navigation(pages).run()

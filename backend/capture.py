@@ -18,6 +18,7 @@ import torch
 
 from backend import attention, metrics
 from backend.errors import ModelLoadError
+from backend.i18n import t
 from backend.models import LoadedModel
 from backend.tokens import display_tokens, encode
 
@@ -87,7 +88,7 @@ def decoder_layers(model: Any) -> torch.nn.ModuleList:
     for module in model.modules():
         if isinstance(module, torch.nn.ModuleList) and len(module) == n_layers:
             return module
-    raise ModelLoadError(f"Cannot find the {n_layers} decoder layers of {type(model).__name__}.")
+    raise ModelLoadError(t("error.no_layers", n=n_layers, model=type(model).__name__))
 
 
 def _take_input(_module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
@@ -157,10 +158,7 @@ def head_metrics(recorder: attention.Recorder, n_layers: int, n_tokens: int) -> 
     """Per-head means of a recorder's sums: the metrics of metrics.md, ``kind``, and the teaching extras."""
     missing = [layer for layer in range(n_layers) if layer not in recorder.sums["sink"]]
     if missing:
-        raise ModelLoadError(
-            f"Attention weights of layers {missing} cannot be captured: this model's attention does not go "
-            "through transformers' attention interface."
-        )
+        raise ModelLoadError(t("error.not_captured", layers=missing))
     counts = {name: n_tokens - 1 for name in attention.HEAD_SUMS} | {"previous_token": n_tokens - 2}
     heads = {}
     for name, count in counts.items():

@@ -1,4 +1,9 @@
-"""Errors a user can cause and fix: the UI and the CLI show their message, never a traceback."""
+"""Errors a user can cause and fix: the UI and the CLI show their message, never a traceback.
+
+Messages are written in the raising thread's interface language (English on the command line).
+"""
+
+from backend.i18n import t
 
 
 class SinkscopeError(Exception):
@@ -17,6 +22,6 @@ class TokenLimitError(InputError):
     """The text is longer than the token limit; callers offer to truncate it."""
 
     def __init__(self, n_tokens: int, limit: int) -> None:
-        super().__init__(f"The text has {n_tokens} tokens; the limit is {limit}.")
+        super().__init__(t("error.token_limit", n=n_tokens, limit=limit))
         self.n_tokens = n_tokens
         self.limit = limit

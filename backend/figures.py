@@ -13,17 +13,18 @@ import numpy as np
 import plotly.graph_objects as go
 from PIL import Image
 
+from backend.i18n import kind_label, t
 from backend.metrics import HEAD_METRICS, nan_mean
 from backend.streaming import band_mask
 
 METRIC_TITLES = {
-    "sink": "attention to the first token",
-    "diagonal": "attention to itself",
-    "previous_token": "attention to the previous token",
-    "entropy": "normalized entropy",
-    "value_sink": "share of output read from the first token",
-    "withheld": "mass softmax+1 would leave unread (counterfactual)",
-}
+    "sink": "metric.sink",
+    "diagonal": "metric.diagonal",
+    "previous_token": "metric.previous_token",
+    "entropy": "metric.entropy",
+    "value_sink": "metric.value_sink",
+    "withheld": "metric.withheld",
+}  # catalogue keys
 MARGIN = {"l": 50, "r": 20, "t": 50, "b": 40}
 KIND_COLORS = {"sink": "#d62728", "diagonal": "#1f77b4", "previous_token": "#2ca02c", "mixed": "#bbbbbb"}
 
@@ -38,7 +39,7 @@ def fig_head_map(heads: dict[str, np.ndarray], metric: str) -> go.Figure:
     values = heads[metric]
     n_layers, n_heads = values.shape
     custom = np.stack([heads[m] for m in HEAD_METRICS], axis=-1)  # (layer, head, metric): 3-D for plotly 6+
-    kinds = np.vectorize(str)(heads["kind"])
+    kinds = np.vectorize(kind_label)(heads["kind"])
     lines = [f"{m}: %{{customdata[{i}]:.3f}}" for i, m in enumerate(HEAD_METRICS)]
     fig = go.Figure(
         go.Heatmap(
@@ -51,13 +52,13 @@ def fig_head_map(heads: dict[str, np.ndarray], metric: str) -> go.Figure:
             zmax=1,
             colorscale="Reds" if metric in ("sink", "value_sink") else "Viridis",
             colorbar={"title": {"text": metric}},
-            hovertemplate="layer %{y}, head %{x}<br>" + "<br>".join(lines) + "<br>kind: %{text}<extra></extra>",
+            hovertemplate=t("fig.head_hover") + "<br>" + "<br>".join(lines) + "<br>" + t("fig.kind_hover"),
         )
     )
     fig.update_layout(
-        title=f"{metric}: {METRIC_TITLES[metric]}",
-        xaxis={"title": "head", "dtick": 1},
-        yaxis={"title": "layer", "autorange": "reversed"},
+        title=f"{metric}: {t(METRIC_TITLES[metric])}",
+        xaxis={"title": t("fig.head"), "dtick": 1},
+        yaxis={"title": t("fig.layer"), "autorange": "reversed"},
         height=max(320, 18 * n_layers + 120),
         margin=MARGIN,
     )
@@ -69,12 +70,12 @@ def fig_kind_counts(kinds: np.ndarray) -> go.Figure:
     layers = np.arange(kinds.shape[0])
     fig = go.Figure()
     for kind, color in KIND_COLORS.items():
-        fig.add_bar(x=layers, y=(kinds == kind).sum(1), name=kind, marker_color=color)
+        fig.add_bar(x=layers, y=(kinds == kind).sum(1), name=kind_label(kind), marker_color=color)
     fig.update_layout(
         barmode="stack",
-        title="Head kinds per layer",
-        xaxis={"title": "layer", "dtick": 2},
-        yaxis={"title": "heads"},
+        title=t("fig.kinds_title"),
+        xaxis={"title": t("fig.layer"), "dtick": 2},
+        yaxis={"title": t("fig.heads")},
         height=300,
         margin=MARGIN,
         legend={"orientation": "h", "y": -0.25},
@@ -114,7 +115,7 @@ def fig_attention(
     rows = [escape(s) for s in bin_labels(row_starts, matrix.shape[0], row_labels)]
     cols = [escape(s) for s in bin_labels(col_starts, matrix.shape[1], col_labels)]
     shown = np.where(pooled > 0, np.log10(np.where(pooled > 0, pooled, 1)), np.nan) if log_scale else pooled
-    colorbar = {"title": {"text": "log10 weight" if log_scale else "weight"}}
+    colorbar = {"title": {"text": t("fig.log_weight" if log_scale else "fig.weight")}}
     heatmap = go.Heatmap(
         z=shown.astype(np.float32),
         x=cols,
@@ -123,15 +124,15 @@ def fig_attention(
         zmin=-4 if log_scale else 0,
         zmax=0 if log_scale else float(np.nanmax(pooled)) if np.isfinite(pooled).any() else 1,
         colorbar=colorbar,
-        hovertemplate="query %{y}<br>key %{x}<br>" + ("log10 " if log_scale else "") + "weight %{z:.4f}<extra></extra>",
+        hovertemplate=t("fig.map_hover", weight=t("fig.log_weight" if log_scale else "fig.weight")),
         hoverongaps=False,
     )
     fig = go.Figure(heatmap)
-    pooled_note = f" (max-pooled to {len(rows)}x{len(cols)})" if len(rows) < matrix.shape[0] else ""
+    pooled_note = t("fig.pooled", rows=len(rows), cols=len(cols)) if len(rows) < matrix.shape[0] else ""
     fig.update_layout(
         title=title + pooled_note,
-        xaxis={"title": "key (attended to)", "type": "category", "tickangle": -60, "nticks": 40},
-        yaxis={"title": "query (attending)", "type": "category", "autorange": "reversed", "nticks": 40},
+        xaxis={"title": t("fig.key_axis"), "type": "category", "tickangle": -60, "nticks": 40},
+        yaxis={"title": t("fig.query_axis"), "type": "category", "autorange": "reversed", "nticks": 40},
         height=620,
         margin={"l": 110, "r": 20, "t": 50, "b": 110},
     )
@@ -159,7 +160,7 @@ def fig_thumbnails(thumbs: np.ndarray, row_name: str, title: str) -> go.Figure:
     step_y, step_x = h + gap, w + gap
     fig.update_layout(
         title=title,
-        xaxis={"title": "head", "tickvals": np.arange(n_cols) * step_x + w / 2, "ticktext": list(range(n_cols))},
+        xaxis={"title": t("fig.head"), "tickvals": np.arange(n_cols) * step_x + w / 2, "ticktext": list(range(n_cols))},
         yaxis={"title": row_name, "tickvals": np.arange(n_rows) * step_y + h / 2, "ticktext": list(range(n_rows))},
         height=min(2400, max(300, n_rows * 40 + 120)),
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
@@ -179,25 +180,25 @@ def fig_depth_profile(heads: dict[str, np.ndarray], first_norm_ratio: np.ndarray
     n_layers = heads["sink"].shape[0]
     layers = np.arange(n_layers)
     fig = go.Figure()
-    fig.add_scatter(x=layers, y=nan_mean(heads["sink"], 1), name="mean attention to the first token", yaxis="y")
+    fig.add_scatter(x=layers, y=nan_mean(heads["sink"], 1), name=t("fig.depth_sink"), yaxis="y")
     fig.add_scatter(
         x=layers,
         y=first_norm_ratio[:n_layers],  # h^l: the residual stream entering decoder layer l
-        name="first token's hidden-state norm / median (entering the layer)",
+        name=t("fig.depth_norm"),
         yaxis="y2",
     )
     fig.add_scatter(
         x=layers,
         y=nan_mean(heads["value_norm_ratio"], 1),
-        name="first token's value norm / median (mean over heads)",
+        name=t("fig.depth_value"),
         yaxis="y2",
         line={"dash": "dot"},
     )
     fig.update_layout(
-        title="Depth profile: the sink forms where the first token's state grows and its value shrinks",
-        xaxis={"title": "decoder layer", "dtick": 2},
-        yaxis={"title": "attention", "range": [0, 1]},
-        yaxis2={"title": "ratio (log)", "type": "log", "dtick": 1, "overlaying": "y", "side": "right"},
+        title=t("fig.depth_title"),
+        xaxis={"title": t("fig.decoder_layer"), "dtick": 2},
+        yaxis={"title": t("fig.attention"), "range": [0, 1]},
+        yaxis2={"title": t("fig.ratio_log"), "type": "log", "dtick": 1, "overlaying": "y", "side": "right"},
         legend={"orientation": "h", "y": -0.25},
         height=420,
         margin={"l": 50, "r": 50, "t": 50, "b": 40},
@@ -223,11 +224,11 @@ def fig_stream_nll(curves: dict[str, np.ndarray], labels: dict[str, str], cache_
     fig = go.Figure()
     for method, nll in curves.items():
         fig.add_scatter(x=np.arange(1, len(nll) + 1), y=rolling_mean(nll, width), name=labels.get(method, method))
-    fig.add_vline(x=cache_size, line_dash="dash", annotation_text="cache full: eviction starts")
+    fig.add_vline(x=cache_size, line_dash="dash", annotation_text=t("fig.cache_full"))
     fig.update_layout(
-        title=f"Next-token loss while streaming (rolling mean over {width} tokens)",
-        xaxis={"title": "position in the text"},
-        yaxis={"title": "negative log-likelihood (nats)"},
+        title=t("fig.stream_title", width=width),
+        xaxis={"title": t("fig.position")},
+        yaxis={"title": t("fig.nll")},
         legend={"orientation": "h", "y": -0.25},
         height=440,
         margin=MARGIN,
@@ -239,9 +240,9 @@ def fig_ppl_vs_sinks(sinks: list[int], ppl: list[float], cache_size: int, engine
     """Perplexity against the number of sink tokens at one fixed cache size (Xiao et al., Table 2)."""
     fig = go.Figure(go.Bar(x=[str(s) for s in sinks], y=ppl, text=[f"{p:.2f}" for p in ppl], textposition="outside"))
     fig.update_layout(
-        title=f"Perplexity with S sinks + (cache {cache_size} − S) recent tokens · {engine}",
-        xaxis={"title": "sink tokens S"},
-        yaxis={"title": "perplexity", "type": "log"},
+        title=t("fig.sweep_title", cache=cache_size, engine=engine),
+        xaxis={"title": t("fig.sink_tokens")},
+        yaxis={"title": t("fig.perplexity"), "type": "log"},
         height=380,
         margin=MARGIN,
     )
@@ -261,14 +262,15 @@ def fig_cache_membership(n_tokens: int, sinks: int, window: int, step: int, max_
             y=row_starts,
             colorscale="Greys",
             showscale=False,
-            hovertemplate="step %{y}<br>key %{x}<extra></extra>",
+            hovertemplate=t("fig.cache_hover"),
         )
     )
-    fig.add_hline(y=step, line_color="#d62728", annotation_text=f"step {step}: {min(step + 1, sinks + window)} keys")
+    note = t("fig.cache_step", step=step, keys=min(step + 1, sinks + window))
+    fig.add_hline(y=step, line_color="#d62728", annotation_text=note)
     fig.update_layout(
-        title=f"What the cache holds: {sinks} sinks + the last {window} tokens",
-        xaxis={"title": "key position in the text"},
-        yaxis={"title": "step (token being read)", "autorange": "reversed"},
+        title=t("fig.cache_title", sinks=sinks, window=window),
+        xaxis={"title": t("fig.key_position")},
+        yaxis={"title": t("fig.step_axis"), "autorange": "reversed"},
         height=420,
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
     )

@@ -12,6 +12,7 @@ import torch
 from backend import attention
 from backend.capture import run_forward
 from backend.errors import InputError
+from backend.i18n import t
 from backend.models import LoadedModel
 
 GEOMETRY = ("first_key_norm", "other_key_norm", "first_key_cosine", "other_key_cosine")
@@ -46,7 +47,7 @@ def layer_geometry(query: torch.Tensor, key: torch.Tensor) -> dict[str, float]:
 def key_geometry(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> dict[str, np.ndarray]:
     """Per layer (layer,): the first token's key norm and mean query cosine, against the other keys'."""
     if len(ids) < 3:
-        raise InputError("The key geometry needs at least three tokens.")
+        raise InputError(t("error.geometry_tokens"))
     found: dict[int, dict[str, float]] = {}
 
     def attend(

@@ -15,6 +15,7 @@ import torch
 from backend import attention, metrics
 from backend.capture import head_metrics, install_residual_hooks, run_forward
 from backend.errors import InputError
+from backend.i18n import num, t
 from backend.models import LoadedModel
 from backend.streaming import builtin_text
 from backend.tokens import display_token, encode
@@ -53,7 +54,7 @@ class DropFirst(Intervention):
 
     @property
     def label(self) -> str:
-        return f"drop the first {self.k} key(s) in layers {layer_span(self.layers)}"
+        return t("iv.drop", k=self.k, layers=layer_span(self.layers))
 
     def edit_scores(self, layer: int, scores: torch.Tensor, rows: torch.Tensor) -> None:
         if layer in self.layers:
@@ -70,7 +71,7 @@ class ForceHeads(Intervention):
 
     @property
     def label(self) -> str:
-        return f"force {len(self.heads)} head(s) to {self.to}"
+        return t("iv.force_sink" if self.to == "sink" else "iv.force_diagonal", n=len(self.heads))
 
     def edit_scores(self, layer: int, scores: torch.Tensor, rows: torch.Tensor) -> None:
         chosen = [head for at, head in self.heads if at == layer]
@@ -94,8 +95,8 @@ class SetActivations(Intervention):
 
     @property
     def label(self) -> str:
-        how = "zero" if self.values is None else "mean of other texts"
-        return f"{len(self.cells)} massive activation(s) set to {how}, layers >= {self.from_layer}"
+        key = "iv.massive_zero" if self.values is None else "iv.massive_mean"
+        return t(key, n=len(self.cells), layer=self.from_layer)
 
     def edit_residual(self, index: int, hidden: torch.Tensor) -> torch.Tensor:
         if index < self.from_layer or not self.cells:
@@ -117,7 +118,7 @@ class Perturb(Intervention):
 
     @property
     def label(self) -> str:
-        return f"perturb the embedding of token {self.position} by {self.size:g}"
+        return t("iv.perturb", position=self.position, size=num(self.size, "g"))
 
     def edit_residual(self, index: int, hidden: torch.Tensor) -> torch.Tensor:
         if index != 0:
@@ -137,7 +138,7 @@ class ReplaceFirst(Intervention):
 
     @property
     def label(self) -> str:
-        return f"first token replaced by {self.token!r}"
+        return t("iv.replace", token=repr(self.token))
 
     def input_ids(self, ids: list[int]) -> list[int]:
         return [self.token_id, *ids[1:]]
@@ -166,7 +167,7 @@ def _forward(
     ``measure`` also reduces every head and keeps the residual stream; without it attention runs as SDPA.
     """
     if len(ids) < 2:
-        raise InputError("An intervention needs at least two tokens: one to read and one to predict.")
+        raise InputError(t("error.two_tokens"))
     change = change or Intervention()
     install_residual_hooks(loaded.model)
     recorder = attention.Recorder(
@@ -192,7 +193,7 @@ def run(loaded: LoadedModel, ids: list[int] | tuple[int, ...], change: Intervent
     )
     residual = torch.stack([h[0] for h in recorder.residual]).float().cpu().numpy()  # (layer + 1, token, d)
     return Outcome(
-        label=change.label if change is not None else "intact",
+        label=change.label if change is not None else t("lesson.intact"),
         nll=nll.cpu().numpy(),
         top=top,
         heads=head_metrics(recorder, loaded.info.n_layers, len(ids)),
@@ -210,7 +211,7 @@ def sensitivity(
     """
     ids = list(ids)
     if max(positions) >= len(ids):
-        raise InputError(f"Position {max(positions)} is past the last token ({len(ids) - 1}).")
+        raise InputError(t("error.past_end", position=max(positions), last=len(ids) - 1))
     start = max(positions)
     intact, _ = _forward(loaded, ids, None, measure=False, logits_from=start)  # (reached position, vocab)
     result = {}
@@ -276,7 +277,7 @@ def single_token(loaded: LoadedModel, text: str) -> ReplaceFirst:
     """The replacement of the first token by ``text``, which must be exactly one token."""
     ids = loaded.tokenizer.encode(text, add_special_tokens=False) if loaded.tokenizer is not None else []
     if len(ids) != 1:
-        raise InputError(f"{text!r} is {len(ids)} tokens for this tokenizer; choose a text that is exactly one.")
+        raise InputError(t("error.one_token", text=repr(text), n=len(ids)))
     return ReplaceFirst(ids[0], display_token(loaded.tokenizer, ids[0]))
 
 

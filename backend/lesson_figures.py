@@ -7,17 +7,19 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from backend.figures import KIND_COLORS, MARGIN, escape
+from backend.i18n import kind_label, num, t
 from backend.metrics import KINDS, nan_mean
 
 
 def fig_softmax_variants(labels: list[str], weights: dict[str, np.ndarray]) -> go.Figure:
     """One bar chart per normalization of the same scores, each titled with its row sum."""
-    titles = [f"{escape(name)}<br>sum {w.sum():.3f} · withheld {1 - w.sum():.3f}" for name, w in weights.items()]
+    titles = [escape(name) + "<br>" + t("lfig.sum_withheld", total=num(w.sum()), withheld=num(1 - w.sum()))
+              for name, w in weights.items()]  # fmt: skip
     fig = make_subplots(rows=1, cols=len(weights), shared_yaxes=True, subplot_titles=titles)
     for col, (name, w) in enumerate(weights.items(), start=1):
         fig.add_bar(x=[escape(s) for s in labels], y=w, name=escape(name), row=1, col=col, showlegend=False,
-                    hovertemplate="key %{x}<br>weight %{y:.4f}<extra></extra>")  # fmt: skip
-    fig.update_yaxes(title_text="attention weight", row=1, col=1, rangemode="tozero")
+                    hovertemplate=t("lfig.bar_hover"))  # fmt: skip
+    fig.update_yaxes(title_text=t("lfig.attention_weight"), row=1, col=1, rangemode="tozero")
     fig.update_layout(height=340, margin={**MARGIN, "t": 80})
     return fig
 
@@ -30,20 +32,19 @@ def fig_sink_scatter(heads: dict[str, np.ndarray]) -> go.Figure:
     for kind in KINDS:
         picked = heads["kind"] == kind
         fig.add_scatter(
-            x=heads["sink"][picked], y=heads["value_sink"][picked], mode="markers", name=kind,
+            x=heads["sink"][picked], y=heads["value_sink"][picked], mode="markers", name=kind_label(kind),
             marker={"color": KIND_COLORS[kind], "size": 7, "opacity": 0.8},
             customdata=np.stack([layer[picked], head[picked]], axis=-1),
-            hovertemplate="layer %{customdata[0]}, head %{customdata[1]}<br>sink %{x:.3f}<br>"
-                          "value_sink %{y:.3f}<extra></extra>",
+            hovertemplate=t("lfig.scatter_hover"),
         )  # fmt: skip
     fig.add_shape(type="rect", x0=0.5, x1=1, y0=0, y1=0.5, line={"dash": "dot", "color": "#d62728"})
-    fig.add_annotation(x=0.75, y=0.45, text="attends but reads little", showarrow=False)
+    fig.add_annotation(x=0.75, y=0.45, text=t("lfig.reads_little"), showarrow=False)
     diagonal = {"dash": "dot", "color": "#999"}
-    fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line=diagonal, name="reads what it attends")
+    fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line=diagonal, name=t("lfig.reads_all"))
     fig.update_layout(
-        title="Every head: attention to the first token vs share of output read from it",
-        xaxis={"title": "sink (attention to the first token)", "range": [0, 1]},
-        yaxis={"title": "value_sink (share of the output from it)", "range": [0, 1]},
+        title=t("lfig.scatter_title"),
+        xaxis={"title": t("lfig.scatter_x"), "range": [0, 1]},
+        yaxis={"title": t("lfig.scatter_y"), "range": [0, 1]},
         height=460,
         margin=MARGIN,
     )
@@ -62,14 +63,14 @@ def fig_channel_map(hidden: np.ndarray, tokens: list[str], max_rows: int = 128) 
         go.Heatmap(
             z=np.log10(np.maximum(pooled, 1e-6)).astype(np.float32), y=rows, colorscale="Magma",
             colorbar={"title": {"text": "log10 |h|"}},
-            hovertemplate="token %{y}<br>channel %{x}<br>log10 |h| %{z:.2f}<extra></extra>",
+            hovertemplate=t("lfig.channel_hover"),
         )
     )  # fmt: skip
-    note = f" (tokens max-pooled to {len(rows)} rows)" if len(rows) < magnitude.shape[0] else ""
+    note = t("lfig.pooled_rows", rows=len(rows)) if len(rows) < magnitude.shape[0] else ""
     fig.update_layout(
-        title="|h| per token and channel" + note,
-        xaxis={"title": "channel"},
-        yaxis={"title": "token", "type": "category", "autorange": "reversed", "nticks": 30},
+        title=t("lfig.channel_title") + note,
+        xaxis={"title": t("lfig.channel")},
+        yaxis={"title": t("lfig.token"), "type": "category", "autorange": "reversed", "nticks": 30},
         height=480,
         margin={**MARGIN, "l": 110},
     )
@@ -83,13 +84,13 @@ def fig_kind_output(kinds: np.ndarray, output_norm: np.ndarray) -> go.Figure:
     counts = [int((kinds == kind).sum()) for kind in present]
     fig = go.Figure(
         go.Bar(
-            x=present, y=means, customdata=counts, marker_color=[KIND_COLORS[k] for k in present],
-            hovertemplate="%{x}: %{customdata} heads<br>mean output norm %{y:.3f}<extra></extra>",
+            x=[kind_label(k) for k in present], y=means, customdata=counts,
+            marker_color=[KIND_COLORS[k] for k in present], hovertemplate=t("lfig.kind_hover"),
         )
     )  # fmt: skip
     fig.update_layout(
-        title="Mean output norm ||Σ_j A[t,j] v_j W_O|| by kind of head",
-        yaxis={"title": "output norm"},
+        title=t("lfig.kind_title"),
+        yaxis={"title": t("lfig.output_norm")},
         height=360,
         margin=MARGIN,
     )
@@ -104,19 +105,19 @@ def fig_smoothing_depth(layers: dict[str, np.ndarray], entropy: np.ndarray) -> g
     x = np.arange(len(layers["token_cosine"]))
     fig = go.Figure()
     names = {
-        "token_cosine": "token cosine (raw)",
-        "token_cosine_std": "token cosine (channels standardized)",
-        "bos_cosine": "cosine of the first token with the others",
+        "token_cosine": t("lfig.token_cosine"),
+        "token_cosine_std": t("lfig.token_cosine_std"),
+        "bos_cosine": t("lfig.bos_cosine"),
     }
     for name, label in names.items():
         fig.add_scatter(x=x, y=layers[name], name=label, mode="lines+markers", marker={"size": 4})
-    fig.add_scatter(x=x[1:], y=entropy, name="mean attention entropy", line={"dash": "dot"})
+    fig.add_scatter(x=x[1:], y=entropy, name=t("lfig.entropy"), line={"dash": "dot"})
     for layer in x[np.asarray(layers["bos_cosine"]) <= 0]:
         fig.add_vrect(x0=layer - 0.5, x1=layer + 0.5, fillcolor="#d62728", opacity=0.08, line_width=0)
     fig.update_layout(
-        title="Oversmoothing and the sink's geometry, layer by layer (shaded: first token points away)",
-        xaxis={"title": "layer l of h^l (entropy: the decoder layer that produces h^l)"},
-        yaxis={"title": "cosine / normalized entropy", "range": [-1, 1]},
+        title=t("lfig.depth_title"),
+        xaxis={"title": t("lfig.depth_x")},
+        yaxis={"title": t("lfig.depth_y"), "range": [-1, 1]},
         legend={"orientation": "h", "y": -0.25},
         height=440,
         margin=MARGIN,

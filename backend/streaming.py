@@ -18,17 +18,10 @@ import torch
 
 from backend import attention
 from backend.errors import InputError, ModelLoadError
+from backend.i18n import t
 from backend.models import LoadedModel
 
 METHODS = ("dense", "window", "sinks", "recompute", "mask-window", "mask-sinks")
-METHOD_LABELS = {
-    "dense": "dense (whole prefix)",
-    "window": "window, no sinks (0 + S + W)",
-    "sinks": "sinks + window (StreamingLLM, S + W)",
-    "recompute": "sliding window re-computed (S + W)",
-    "mask-window": "mask emulation of window (one pass, exact on RoPE models)",
-    "mask-sinks": "mask emulation of sinks (one pass, approximate: sink distances differ)",
-}
 Progress = Callable[[list[float], int], bool]  # (NLL so far, total) -> keep going?
 
 
@@ -45,7 +38,7 @@ class SinkCache:
 
     def __post_init__(self) -> None:
         if self.window < 1 or self.sinks < 0:
-            raise InputError("The window must hold at least the current token, and sinks cannot be negative.")
+            raise InputError(t("error.window"))
 
     @property
     def capacity(self) -> int:
@@ -80,10 +73,7 @@ def rotary_of(model: torch.nn.Module) -> Callable[[torch.Tensor], tuple[torch.Te
     rope = getattr(model.base_model, "rotary_emb", None)
     rope_type = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
     if rope is None or rope_type != "default" or getattr(config, "layer_types", None):
-        raise ModelLoadError(
-            f"Streaming needs a model with one standard rotary embedding (Llama family); "
-            f"{config.model_type} is not supported."
-        )
+        raise ModelLoadError(t("error.streaming_model", model_type=config.model_type))
 
     def cos_sin(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         cos, sin = rope(rope.inv_freq.float(), positions[None])  # (1, position, head_dim)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from backend.errors import InputError, TokenLimitError
+from backend.i18n import t
 
 WHITESPACE_MARKERS = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
@@ -21,7 +22,7 @@ def encode(
     Over ``limit`` tokens this raises TokenLimitError unless ``truncate`` keeps the first ``limit``.
     """
     if not text or not text.strip():
-        raise InputError("The text is empty: type or paste some text to analyze.")
+        raise InputError(t("error.empty_text"))
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
     if add_bos is None:
         add_bos = adds_bos_by_default(tokenizer)
@@ -37,15 +38,15 @@ def encode(
 def decode_text(data: bytes, name: str, max_bytes: int) -> str:
     """The text in an uploaded or read file, or an InputError saying what is wrong with it."""
     if len(data) > max_bytes:
-        raise InputError(f"'{name}' is {len(data) // 1024} KB; the limit is {max_bytes // 1024} KB.")
+        raise InputError(t("error.file_too_large", name=name, kb=len(data) // 1024, limit=max_bytes // 1024))
     if b"\x00" in data:
-        raise InputError(f"'{name}' looks like a binary file, not text.")
+        raise InputError(t("error.binary_file", name=name))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise InputError(f"'{name}' is not UTF-8 text (byte {err.start} cannot be decoded).") from err
+        raise InputError(t("error.not_utf8", name=name, byte=err.start)) from err
     if not text.strip():
-        raise InputError(f"'{name}' is empty: there is no text to analyze.")
+        raise InputError(t("error.empty_file", name=name))
     return text
 
 

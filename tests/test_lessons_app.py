@@ -34,7 +34,7 @@ def test_softmax_page_spends_one_unit_and_checks_softmax_plus_one() -> None:
     bars = chart(at, "sm_bars")["data"]
     sums = [array(bar["y"]).sum() for bar in bars]
     assert sums[0] == pytest.approx(1.0) and sums[1] < 1 and sums[2] < sums[1]  # softmax, +1, sink logit 2
-    at.radio(key="sm_preset").set_value("One clear match").run()
+    at.radio(key="sm_preset").set_value("one").run()
     clear = array(chart(at, "sm_bars")["data"][0]["y"])
     assert clear.argmax() == 2 and clear[2] > 0.9
     check = at.dataframe[0].value.to_numpy()  # softmax+1(x) and softmax([0, x])[1:], one row each

@@ -16,6 +16,7 @@ import streamlit as st
 
 from backend.capture import LayerMaps, Trace, analyze, attention_maps, thumbnails
 from backend.errors import InputError, SinkscopeError, TokenLimitError
+from backend.i18n import LANGUAGES, pick_language, set_language, t
 from backend.models import BUNDLED, LoadedModel, load_model, resolve_device
 from backend.runs import BoundedCache, RunQueue
 from backend.settings import Settings
@@ -24,9 +25,7 @@ from views.url_state import CUSTOM, restore_from_url
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 EXAMPLES = {e["id"]: e for e in json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))}
-PAST_SINK_HELP = "Hide the first key and renormalize each row over the rest, so the pattern under the sink shows."
-CARRIED = ("model_choice", "model_path", "dtype", "example", "text", "add_bos", "layer", "head")
-BOS_HELP = "The sink forms on whatever token comes first: turn this off to see it move to the first word."
+CARRIED = ("lang", "model_choice", "model_path", "dtype", "example", "text", "add_bos", "layer", "head")
 
 
 def _secrets() -> dict[str, str]:
@@ -84,9 +83,14 @@ def shared() -> Shared:
     return Shared(config, BoundedCache(config.results_total, per_session), maps, BoundedCache(4, 1), lessons)
 
 
-@st.cache_resource(show_spinner="Loading the model (the first start dequantizes it: about 20 s)…", max_entries=2)
-def get_model(spec: str, dtype: str) -> LoadedModel:
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _cached_model(spec: str, dtype: str) -> LoadedModel:
     return load_model(spec, dtype=dtype)
+
+
+def get_model(spec: str, dtype: str) -> LoadedModel:
+    with st.spinner(t("side.loading_model")):
+        return _cached_model(spec, dtype)
 
 
 def owner() -> str:
@@ -102,7 +106,7 @@ def run_once(cache: BoundedCache, key: tuple[Hashable, ...], run: Callable[[], A
     notice = st.empty()
 
     def waiting(ahead: int) -> None:
-        notice.info(f"Waiting for {ahead} other run{'s' if ahead > 1 else ''} on this model to finish…")
+        notice.info(t("common.waiting_one") if ahead == 1 else t("common.waiting_many", n=ahead))
 
     with st.spinner(message):
         result = cache.get_or_run(key, owner(), run, shared().queue(key[0]), on_wait=waiting)
@@ -122,20 +126,20 @@ def get_trace(request: Request) -> Trace:
     def run() -> Trace:
         return analyze(loaded, request.text, max_tokens=limit, truncate=request.truncate, add_bos=request.add_bos)
 
-    return run_once(shared().traces, key, run, "Running the model on your text…")
+    return run_once(shared().traces, key, run, t("common.running_model"))
 
 
 def get_layer_maps(request: Request, token_ids: tuple[int, ...], layer: int) -> LayerMaps:
     loaded = get_model(request.model, request.dtype)
     key = (request.model, request.dtype, token_ids, layer)
     run = lambda: attention_maps(loaded, token_ids, layer)  # noqa: E731
-    return run_once(shared().maps, key, run, "Recomputing this layer's attention maps…")
+    return run_once(shared().maps, key, run, t("common.recomputing_layer"))
 
 
 def get_thumbnails(request: Request, token_ids: tuple[int, ...]) -> np.ndarray:
     loaded = get_model(request.model, request.dtype)
     run = lambda: thumbnails(loaded, token_ids, size=32)  # noqa: E731
-    return run_once(shared().thumbs, (request.model, request.dtype, token_ids), run, "Drawing every head…")
+    return run_once(shared().thumbs, (request.model, request.dtype, token_ids), run, t("common.drawing_heads"))
 
 
 def clamp(key: str, largest: int) -> None:
@@ -157,29 +161,30 @@ def pick_head(trace: Trace, start_by: np.ndarray | None = None) -> tuple[int, in
     clamp("layer", n_layers - 1)
     clamp("head", n_heads - 1)
     pick = st.columns(2)
-    return pick[0].slider("Layer", 0, n_layers - 1, key="layer"), pick[1].slider("Head", 0, n_heads - 1, key="head")
+    layer = pick[0].slider(t("common.layer"), 0, n_layers - 1, key="layer")
+    return layer, pick[1].slider(t("common.head"), 0, n_heads - 1, key="head")
 
 
 def model_choices(config: Settings) -> dict[str, str]:
     """Selectbox options: the allowed bundled models, plus a free field outside hosted mode."""
     labels = {
-        key: spec.label + ("" if spec.installed() else " (not installed)")
+        key: spec.label + ("" if spec.installed() else t("side.not_installed"))
         for key, spec in BUNDLED.items()
         if config.allows(key)
     }
     if not config.hosted:
-        labels[CUSTOM] = "Other: hub id or local directory"
+        labels[CUSTOM] = t("side.other_model")
     return labels
 
 
 def _model_picker() -> tuple[str, str]:
     config = shared().settings
     labels = model_choices(config)
-    choice = st.selectbox("Model", list(labels), format_func=labels.get, key="model_choice")
-    spec = st.text_input("Hub id or directory", key="model_path") if choice == CUSTOM else choice
+    choice = st.selectbox(t("side.model"), list(labels), format_func=labels.get, key="model_choice")
+    spec = st.text_input(t("side.model_path"), key="model_path") if choice == CUSTOM else choice
     dtype = "auto"
     if resolve_device() == "cuda":
-        dtype = st.selectbox("Weights on the GPU", ["bfloat16", "float16", "float32"], key="dtype")
+        dtype = st.selectbox(t("side.gpu_dtype"), ["bfloat16", "float16", "float32"], key="dtype")
     return (spec or "").strip(), dtype
 
 
@@ -198,16 +203,16 @@ def _take_upload() -> None:
 
 def _text_input() -> str:
     ids = [*EXAMPLES, CUSTOM]
-    titles = {k: e["title"] for k, e in EXAMPLES.items()} | {CUSTOM: "Your own text"}
-    example = st.selectbox("Example", ids, format_func=titles.get, key="example")
+    titles = {k: t(EXAMPLES[k]["title"]) for k in EXAMPLES} | {CUSTOM: t("side.own_text")}
+    example = st.selectbox(t("side.example"), ids, format_func=titles.get, key="example")
     if example != CUSTOM:
-        st.caption(EXAMPLES[example]["teaches"])
+        st.caption(t(EXAMPLES[example]["teaches"]))
         if st.session_state.get("loaded_example") != example:
             st.session_state["text"] = EXAMPLES[example]["text"]  # an example fills the box; edits are kept
             st.session_state["loaded_example"] = example
-    text = st.text_area("Text", key="text", height=180)
+    text = st.text_area(t("side.text"), key="text", height=180)
     limit_kb = shared().settings.max_upload_bytes // 1024
-    st.file_uploader(f"…or a .txt file (up to {limit_kb} KB)", type=["txt"], key="upload", on_change=_take_upload)
+    st.file_uploader(t("side.upload", kb=limit_kb), type=["txt"], key="upload", on_change=_take_upload)
     if "upload_error" in st.session_state:
         st.error(st.session_state["upload_error"])
     return text
@@ -218,7 +223,15 @@ def _token_count_caption(loaded: LoadedModel, text: str, add_bos: bool | None) -
         n_tokens = len(encode(loaded.tokenizer, text, limit=10**9, add_bos=add_bos))
     except SinkscopeError:
         n_tokens = 0
-    st.caption(f"{n_tokens} tokens · limit {token_limit(loaded)}")
+    st.caption(t("side.token_count", n=n_tokens, limit=token_limit(loaded)))
+
+
+def choose_language() -> None:
+    """This run's language: the picker's, else ?lang= in the URL, else the browser's, else English."""
+    state = st.session_state
+    if state.get("lang") not in LANGUAGES:
+        state["lang"] = pick_language(st.query_params.get("lang"), st.context.locale)
+    set_language(state["lang"])
 
 
 def carry_over() -> None:
@@ -237,9 +250,10 @@ def sidebar() -> Request | None:
     carry_over()
     restore_from_url(shared().settings, EXAMPLES)
     with st.sidebar:
+        st.selectbox(t("side.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang")
         spec, dtype = _model_picker()
         if not spec:
-            st.info("Type a hub id or a local model directory.")
+            st.info(t("side.type_model"))
             return None
         try:
             loaded = get_model(spec, dtype)
@@ -251,14 +265,15 @@ def sidebar() -> Request | None:
         add_bos = None
         if has_bos(loaded.tokenizer):
             st.session_state.setdefault("add_bos", adds_bos_by_default(loaded.tokenizer))
-            add_bos = st.toggle(f"Prepend the BOS token {loaded.tokenizer.bos_token}", key="add_bos", help=BOS_HELP)
+            label = t("side.add_bos", token=loaded.tokenizer.bos_token)
+            add_bos = st.toggle(label, key="add_bos", help=t("side.add_bos_help"))
         _token_count_caption(loaded, text, add_bos)
         return Request(spec, dtype, text, add_bos, truncate=st.session_state.get("truncate_text") == text)
 
 
 def _token_limit_notice(request: Request, err: TokenLimitError) -> None:
-    st.warning(f"{err} Shorten the text, or analyze only its first {err.limit} tokens.")
-    if st.button(f"Truncate to {err.limit} tokens", key="truncate_button"):
+    st.warning(t("common.too_long", error=str(err), limit=err.limit))
+    if st.button(t("common.truncate", limit=err.limit), key="truncate_button"):
         st.session_state["truncate_text"] = request.text  # only this text: a new one is checked again
         st.rerun()
 
@@ -273,8 +288,8 @@ def current_analysis(request: Request | None) -> Analysis | None:
         except TokenLimitError as err:
             _token_limit_notice(request, err)
         except (SinkscopeError, RuntimeError, MemoryError) as err:  # a failed run must not end the session
-            st.error(str(err) if isinstance(err, SinkscopeError) else f"The model could not run: {err}")
+            st.error(str(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
     previous = st.session_state.get("last_analysis")
     if previous is not None:
-        st.caption("Showing the previous result.")
+        st.caption(t("common.previous_result"))
     return previous

@@ -8,6 +8,7 @@ import streamlit as st
 
 from backend import figures
 from backend.capture import HEAD_COLUMNS, LAYER_COLUMNS, Trace
+from backend.i18n import kind_label, num, t
 from backend.metrics import DEFAULT_EPS, HEAD_METRICS, value_scaled, value_weighted, without_first_keys
 from backend.tokens import token_labels
 from views import common, url_state
@@ -17,21 +18,24 @@ ZOOM = 256  # the one-head map shows at most ZOOM x ZOOM cells at full resolutio
 
 def head_map(trace: Trace) -> None:
     st.session_state.setdefault("eps", DEFAULT_EPS)
-    eps = st.slider("Sink threshold eps", 0.05, 0.95, step=0.05, key="eps")
-    st.metric(f"Sink rate (eps = {eps:.2f}, T = {trace.n_tokens})", f"{trace.sink_rate(eps):.1f}% of heads")
-    st.caption("Share of heads whose mean attention to the first token is above eps (Gu et al., ICLR 2025).")
-    metric = st.radio("Colour heads by", HEAD_METRICS, horizontal=True, key="metric")
+    eps = st.slider(t("explorer.eps"), 0.05, 0.95, step=0.05, key="eps")
+    label = t("explorer.sink_rate", eps=num(eps, ".2f"), n=trace.n_tokens)
+    st.metric(label, t("explorer.of_heads", rate=num(trace.sink_rate(eps), ".1f")))
+    st.caption(t("explorer.sink_rate_help"))
+    metric = st.radio(t("explorer.colour_by"), HEAD_METRICS, horizontal=True, key="metric")
     left, right = st.columns([3, 2])
     left.plotly_chart(figures.fig_head_map(trace.heads, metric), key="head_map")
     right.plotly_chart(figures.fig_kind_counts(trace.heads["kind"]), key="kind_counts")
     table = pd.DataFrame(trace.head_rows())
-    st.dataframe(table, hide_index=True, key="heads_table", height=320)
+    shown = table.assign(kind=table["kind"].map(kind_label))  # the CSV below keeps English names for tools
+    shown = shown.rename(columns={"layer": t("fig.layer"), "head": t("fig.head"), "kind": t("explorer.kind")})
+    st.dataframe(shown, hide_index=True, key="heads_table", height=320)
     layers = pd.DataFrame(trace.layer_rows())
     download = st.columns(2)
     heads_csv = table[list(HEAD_COLUMNS)].to_csv(index=False)
-    download[0].download_button("Per-head CSV", heads_csv, "heads.csv", on_click="ignore")
+    download[0].download_button(t("explorer.heads_csv"), heads_csv, "heads.csv", on_click="ignore")
     layers_csv = layers[list(LAYER_COLUMNS)].to_csv(index=False)
-    download[1].download_button("Per-layer CSV", layers_csv, "layers.csv", on_click="ignore")
+    download[1].download_button(t("explorer.layers_csv"), layers_csv, "layers.csv", on_click="ignore")
 
 
 def matrix_to_csv(matrix: np.ndarray, labels: list[str]) -> str:
@@ -40,20 +44,20 @@ def matrix_to_csv(matrix: np.ndarray, labels: list[str]) -> str:
 
 def window_of(n_tokens: int) -> tuple[slice, slice]:
     """Which rows and columns to show at full resolution; everything (pooled) by default."""
-    if n_tokens <= ZOOM or not st.toggle("Zoom into a window at full resolution", key="zoom"):
+    if n_tokens <= ZOOM or not st.toggle(t("explorer.zoom"), key="zoom"):
         return slice(None), slice(None)
-    top = st.slider("Queries from", 0, n_tokens - ZOOM, 0, key="query_start")
-    left = st.slider("Keys from", 0, n_tokens - ZOOM, 0, key="key_start")
+    top = st.slider(t("explorer.queries_from"), 0, n_tokens - ZOOM, 0, key="query_start")
+    left = st.slider(t("explorer.keys_from"), 0, n_tokens - ZOOM, 0, key="key_start")
     return slice(top, top + ZOOM), slice(left, left + ZOOM)
 
 
 def head_summary(trace: Trace, layer: int, head: int) -> None:
     heads = trace.heads
     cells = st.columns(4)
-    cells[0].metric("sink", f"{heads['sink'][layer, head]:.3f}")
-    cells[1].metric("value_sink", f"{heads['value_sink'][layer, head]:.3f}")
-    cells[2].metric("first value norm / median", f"{heads['value_norm_ratio'][layer, head]:.2f}")
-    cells[3].metric("kind", str(heads["kind"][layer, head]))
+    cells[0].metric("sink", num(heads["sink"][layer, head]))
+    cells[1].metric("value_sink", num(heads["value_sink"][layer, head]))
+    cells[2].metric(t("explorer.value_ratio"), num(heads["value_norm_ratio"][layer, head], ".2f"))
+    cells[3].metric(t("explorer.kind"), kind_label(heads["kind"][layer, head]))
 
 
 @st.fragment
@@ -61,8 +65,8 @@ def one_head(request: common.Request, trace: Trace) -> None:
     """Scrubbing layer and head reruns only this fragment: the model is never run again here."""
     layer, head = common.pick_head(trace)
     options = st.columns(2)
-    log_scale = options[0].toggle("Log colour scale", key="log_scale")
-    past_sink = options[1].toggle("Look past the sink", key="past_sink", help=common.PAST_SINK_HELP)
+    log_scale = options[0].toggle(t("explorer.log_scale"), key="log_scale")
+    past_sink = options[1].toggle(t("explorer.past_sink"), key="past_sink", help=t("common.past_sink_help"))
     maps = common.get_layer_maps(request, trace.token_ids, layer)
     head_summary(trace, layer, head)
     labels = token_labels(trace.tokens)
@@ -70,14 +74,14 @@ def one_head(request: common.Request, trace: Trace) -> None:
     raw, first_key = maps.weights[head], 0
     if past_sink:
         raw, first_key = without_first_keys(raw), 1  # renormalized over keys 1..t: the structure under the sink
-    title = f"Layer {layer}, head {head}" + (": past the sink" if past_sink else "")
+    title = t("explorer.head_title_past" if past_sink else "explorer.head_title", layer=layer, head=head)
     fig = figures.fig_attention(raw[rows, cols], labels[rows], labels[first_key:][cols], title, log_scale, ZOOM)
-    if options[0].toggle("Reads in units of a typical value (rows not normalized)", key="value_units"):
+    if options[0].toggle(t("explorer.value_units"), key="value_units"):
         weighted = value_scaled(maps.weights[head], maps.value_norms[head])
-        read_title = "What it writes: A[t,j]·‖v_j W_O‖ / median ‖v W_O‖"
+        read_title = t("explorer.writes_title")
     else:
         weighted = value_weighted(maps.weights[head], maps.value_norms[head])
-        read_title = "What it reads: A[t,j]·‖v_j W_O‖, normalized per row"
+        read_title = t("explorer.reads_title")
     read = figures.fig_attention(weighted[rows, cols], labels[rows], labels[cols], read_title, log_scale, ZOOM)
     left, right = st.columns(2)
     left.plotly_chart(fig, key="one_head_map")
@@ -85,26 +89,27 @@ def one_head(request: common.Request, trace: Trace) -> None:
     name = f"layer{layer}_head{head}"
     download = st.columns(2)  # callables: the files are built only when clicked
     matrix_csv = partial(matrix_to_csv, maps.weights[head], labels)
-    download[0].download_button("This head's matrix (CSV)", matrix_csv, f"{name}.csv", on_click="ignore")
+    download[0].download_button(t("explorer.matrix_csv"), matrix_csv, f"{name}.csv", on_click="ignore")
     page = partial(figures.figure_html, fig)
-    download[1].download_button("This figure (HTML)", page, f"{name}.html", on_click="ignore")
+    download[1].download_button(t("explorer.figure_html"), page, f"{name}.html", on_click="ignore")
     layer_thumbs = np.stack([figures.pool_max(m, 64)[0] for m in maps.weights])[None]  # (1, head, rows, cols)
-    st.plotly_chart(figures.fig_thumbnails(layer_thumbs, "layer", f"Every head of layer {layer}"), key="layer_heads")
+    fig = figures.fig_thumbnails(layer_thumbs, t("fig.layer"), t("explorer.layer_heads", layer=layer))
+    st.plotly_chart(fig, key="layer_heads")
     url_state.sync_url()
 
 
 def all_heads(request: common.Request, trace: Trace) -> None:
     thumbs = common.get_thumbnails(request, trace.token_ids)
-    title = f"All {thumbs.shape[0]} layers x {thumbs.shape[1]} heads (each max-pooled, scaled to its own peak)"
-    st.plotly_chart(figures.fig_thumbnails(thumbs, "layer", title), key="all_heads")
-    st.caption("A dark left column is a sink head; a dark diagonal is a head that attends to itself.")
+    title = t("explorer.all_heads_title", layers=thumbs.shape[0], heads=thumbs.shape[1])
+    st.plotly_chart(figures.fig_thumbnails(thumbs, t("fig.layer"), title), key="all_heads")
+    st.caption(t("explorer.all_heads_help"))
 
 
-st.title("Attention sinks, head by head")
+st.title(t("explorer.title"))
 analysis = common.current_analysis(common.sidebar())
 if analysis is not None:
     request, trace = analysis.request, analysis.trace
-    tabs = st.tabs(["Head map", "One head", "All heads", "Depth profile"])
+    tabs = st.tabs([t("explorer.tab_map"), t("explorer.tab_one"), t("explorer.tab_all"), t("explorer.tab_depth")])
     with tabs[0]:
         head_map(trace)
     with tabs[1]:

@@ -13,6 +13,7 @@ from backend import figures, interventions
 from backend.capture import Trace
 from backend.errors import SinkscopeError
 from backend.geometry import key_geometry
+from backend.i18n import num, t
 from backend.interventions import Intervention, Outcome
 from views import common
 
@@ -31,13 +32,13 @@ def cached(request: common.Request, what: str, args: tuple, run: Callable[[], An
 def outcome(request: common.Request, ids: tuple[int, ...], change: Intervention | None) -> Outcome:
     loaded = common.get_model(request.model, request.dtype)
     run = lambda: interventions.run(loaded, ids, change)  # noqa: E731
-    message = "Running the model intact…" if change is None else f"Running the model with {change.label}…"
+    message = t("lesson.running_intact") if change is None else t("lesson.running_with", change=change.label)
     return cached(request, "outcome", (ids, change), run, message)
 
 
 def geometry(request: common.Request, ids: tuple[int, ...]) -> dict[str, np.ndarray]:
     loaded = common.get_model(request.model, request.dtype)
-    return cached(request, "geometry", (ids,), lambda: key_geometry(loaded, ids), "Reading keys and queries…")
+    return cached(request, "geometry", (ids,), lambda: key_geometry(loaded, ids), t("lesson.reading_keys"))
 
 
 def attempt(run: Callable[[], Any]) -> Any | None:
@@ -45,7 +46,7 @@ def attempt(run: Callable[[], Any]) -> Any | None:
     try:
         return run()
     except (SinkscopeError, RuntimeError, MemoryError) as err:
-        st.error(str(err) if isinstance(err, SinkscopeError) else f"The model could not run: {err}")
+        st.error(str(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
         return None
 
 
@@ -59,40 +60,49 @@ def remember(name: str, trace: Trace, change: Intervention) -> None:
     st.session_state[name] = (trace.token_ids, change)
 
 
-def layer_range(key: str, n_layers: int, default: tuple[int, int], label: str = "Layers") -> tuple[int, ...]:
+def layer_range(key: str, n_layers: int, default: tuple[int, int]) -> tuple[int, ...]:
     """A two-ended layer slider kept inside this model's range; returns every layer in it."""
     low, high = st.session_state.setdefault(key, default)
     st.session_state[key] = (min(low, n_layers - 1), min(high, n_layers - 1))
-    low, high = st.slider(label, 0, n_layers - 1, key=key)
+    low, high = st.slider(t("lesson.layers"), 0, n_layers - 1, key=key)
     return tuple(range(low, high + 1))
 
 
 def paper_table(rows: list[tuple[str, str, str]], source: str) -> None:
     """The published figure beside the same measurement on the user's model."""
-    table = pd.DataFrame(rows, columns=["measurement", "published", "your model"])
-    st.dataframe(table, hide_index=True, width="stretch")
-    st.caption(f"Published numbers: {source}. Small models show the same shape, not the same values.")
+    columns = [t("lesson.col_measurement"), t("lesson.col_published"), t("lesson.col_yours")]
+    st.dataframe(pd.DataFrame(rows, columns=columns), hide_index=True, width="stretch")
+    st.caption(t("lesson.published_note", source=source))
 
 
 def top_text(outcome: Outcome) -> str:
-    return "  ".join(f"{token} {p:.0%}" for token, p in outcome.top)
+    return "  ".join(f"{token} {num(100 * p, '.0f')}%" for token, p in outcome.top)
 
 
-def comparison(intact: Outcome, changed: list[Outcome], key: str) -> None:
-    """Loss, top predictions and sink scores of each changed run against the intact one."""
+def comparison(intact: Outcome, changed: list[tuple[Intervention, Outcome]], key: str) -> None:
+    """Loss, top predictions and sink scores of each changed run against the intact one.
+
+    Labels come from the interventions, not the cached outcomes, so they follow the viewer's language.
+    """
+    runs = [(t("lesson.intact"), intact)] + [(change.label, found) for change, found in changed]
     rows = [
         {
-            "run": o.label,
-            "loss (nats/token)": round(o.loss, 3),
-            "change": round(o.loss - intact.loss, 3),
-            "perplexity": round(float(np.exp(o.loss)), 2),
-            "mean sink": round(float(np.nanmean(o.heads["sink"])), 3),
-            "likeliest next tokens": top_text(o),
+            t("lesson.col_run"): label,
+            t("lesson.col_loss"): round(o.loss, 3),
+            t("lesson.col_change"): round(o.loss - intact.loss, 3),
+            t("lesson.col_ppl"): round(float(np.exp(o.loss)), 2),
+            t("lesson.col_sink"): round(float(np.nanmean(o.heads["sink"])), 3),
+            t("lesson.col_top"): top_text(o),
         }
-        for o in [intact, *changed]
+        for label, o in runs
     ]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"{key}_table")
     layers = list(range(intact.heads["sink"].shape[0]))
-    series = {o.label: np.nanmean(o.heads["sink"], 1).tolist() for o in [intact, *changed]}
-    fig = figures.fig_lines(layers, series, "Mean attention to the first token per layer", "layer", "sink")
+    series = {label: np.nanmean(o.heads["sink"], 1).tolist() for label, o in runs}
+    fig = figures.fig_lines(layers, series, t("lesson.sinks_title"), t("fig.layer"), "sink")
     st.plotly_chart(fig, key=f"{key}_sinks")
+
+
+def ppl_change(intact: Outcome, changed: Outcome) -> str:
+    """'12.34 → 56.78', in the language's number format."""
+    return f"{num(np.exp(intact.loss), '.2f')} → {num(np.exp(changed.loss), '.2f')}"

@@ -7,37 +7,60 @@ import streamlit as st
 
 from backend import figures, streaming
 from backend.errors import SinkscopeError
+from backend.i18n import num, t
 from views import common, url_state
 
 SINK_CHOICES = [0, 1, 2, 4, 8]
-PAPER_CACHE = pd.DataFrame(
-    {
-        "cache policy": ["dense (past training length)", "window 0+1024", "re-computation", "sinks 4+1020"],
-        "Llama-2-13B perplexity": [5641, 5158, 5.43, 5.40],
+PAPER_POLICIES = ["stream.paper_dense", "stream.paper_window", "stream.paper_recompute", "stream.paper_sinks"]
+
+
+def paper_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Xiao et al.'s numbers, with headers in the interface language."""
+    cache = {
+        t("stream.paper_policy"): [t(key) for key in PAPER_POLICIES],
+        t("stream.paper_ppl13"): [5641, 5158, 5.43, 5.40],
     }
-)
-PAPER_SINKS = pd.DataFrame(
-    {"sinks S": SINK_CHOICES, "Llama-2-7B perplexity (cache 4096)": [3359.95, 11.88, 10.51, 9.59, 9.54]}
-)
+    sinks = {t("stream.paper_s"): SINK_CHOICES, t("stream.paper_ppl7"): [3359.95, 11.88, 10.51, 9.59, 9.54]}
+    return pd.DataFrame(cache), pd.DataFrame(sinks)
 
 
 def controls(limit: int) -> tuple[bool, dict]:
     with st.form("stream_form"):
         left, right = st.columns(2)
-        source = left.radio("Text", ["builtin", "sidebar"], key="stream_source", format_func=SOURCES.get)
-        n_tokens = left.slider("Tokens to stream", 64, limit, min(512, limit), 32, key="stream_tokens")
-        sinks = right.select_slider("Sink tokens S", SINK_CHOICES, value=4, key="stream_sinks")
-        window = right.slider("Recent window W", 4, 1020, 60, key="stream_window")
+        source = left.radio(t("stream.text"), ["builtin", "sidebar"], key="stream_source", format_func=source_label)
+        n_tokens = left.slider(t("stream.tokens"), 64, limit, min(512, limit), 32, key="stream_tokens")
+        sinks = right.select_slider(t("stream.sinks"), SINK_CHOICES, value=4, key="stream_sinks")
+        window = right.slider(t("stream.window"), 4, 1020, 60, key="stream_window")
         chosen = st.multiselect(
-            "Methods", streaming.METHODS, ["dense", "window", "sinks", "recompute"], key="stream_methods",
-            format_func=streaming.METHOD_LABELS.get,
+            t("stream.methods"), streaming.METHODS, ["dense", "window", "sinks", "recompute"], key="stream_methods",
+            format_func=method_label,
         )  # fmt: skip
-        run = st.form_submit_button("Stream", type="primary")
+        run = st.form_submit_button(t("stream.run"), type="primary")
     return run, {"source": source, "tokens": n_tokens, "sinks": sinks, "window": window, "methods": chosen}
 
 
-ENGINES = {"mask-sinks": "mask emulation (fast, approximate)", "sinks": "real streaming loop"}
-SOURCES = {"builtin": "Python's built-in documentation (long, works offline)", "sidebar": "the sidebar's text"}
+ENGINES = {"mask-sinks": "stream.engine_mask", "sinks": "stream.engine_loop"}
+SOURCES = {"builtin": "stream.source_builtin", "sidebar": "stream.source_sidebar"}
+METHOD_KEYS = {
+    "dense": "method.dense",
+    "window": "method.window",
+    "sinks": "method.sinks",
+    "recompute": "method.recompute",
+    "mask-window": "method.mask_window",
+    "mask-sinks": "method.mask_sinks",
+}
+
+
+def source_label(source: str) -> str:
+    return t(SOURCES[source])
+
+
+def method_label(method: str) -> str:
+    return t(METHOD_KEYS[method])
+
+
+def engine_label(engine: str) -> str:
+    return t(ENGINES[engine])
 
 
 def stream_ids(loaded: object, config: dict, text: str) -> list[int]:
@@ -56,7 +79,8 @@ def run_all(request: common.Request, config: dict, ids: list[int]) -> None:
         def progress(done: list[float], total: int, method: str = method, start: float = start) -> bool:
             results["curves"][method] = list(done)
             left = (time.monotonic() - start) / max(1, len(done)) * (total - len(done))
-            bar.progress(len(done) / total, text=f"{method}: {len(done)}/{total} tokens · about {left:.0f} s left")
+            bar.progress(len(done) / total, text=t("stream.progress", method=method, done=len(done), total=total,
+                                                    left=num(left, ".0f")))  # fmt: skip
             return True
 
         with common.shared().queue(request.model).turn():
@@ -73,53 +97,50 @@ def show_results(results: dict) -> None:
     for method, nll in curves.items():
         sinks, window = streaming.method_cache(method, config["sinks"], config["window"], config["tokens"])
         seconds = results["seconds"].get(method)
-        rows.append({"method": streaming.METHOD_LABELS[method], "S": sinks, "W": window, "tokens scored": len(nll),
-                     "perplexity": streaming.perplexity(nll), "seconds": seconds})  # fmt: skip
+        rows.append({t("stream.col_method"): method_label(method), "S": sinks, "W": window,
+                     t("stream.col_scored"): len(nll), t("stream.col_ppl"): streaming.perplexity(nll),
+                     t("stream.col_seconds"): seconds})  # fmt: skip
     st.dataframe(pd.DataFrame(rows), hide_index=True, key="stream_table")
     width = max(8, config["window"] // 2)
-    st.plotly_chart(figures.fig_stream_nll(curves, streaming.METHOD_LABELS, size, width), key="stream_nll")
-    step = st.slider("Cache contents at step", 0, config["tokens"] - 1, min(config["tokens"] - 1, size + 10))
+    labels = {method: method_label(method) for method in curves}
+    st.plotly_chart(figures.fig_stream_nll(curves, labels, size, width), key="stream_nll")
+    step = st.slider(t("stream.cache_step"), 0, config["tokens"] - 1, min(config["tokens"] - 1, size + 10))
     membership = figures.fig_cache_membership(config["tokens"], config["sinks"], config["window"], step)
     st.plotly_chart(membership, key="cache_membership")
 
 
 def sink_sweep(request: common.Request, ids: list[int], cache_size: int) -> None:
-    st.subheader("How many sinks? (the shape of Xiao et al.'s Table 2)")
-    engine = st.radio("Engine", list(ENGINES), horizontal=True, key="sweep_engine", format_func=ENGINES.get)
-    if st.button("Sweep S = 0, 1, 2, 4, 8", key="sweep"):
+    st.subheader(t("stream.sweep_title"))
+    engine = st.radio(t("stream.engine"), list(ENGINES), horizontal=True, key="sweep_engine", format_func=engine_label)
+    if st.button(t("stream.sweep"), key="sweep"):
         loaded = common.get_model(request.model, request.dtype)
-        with st.spinner("Sweeping…"), common.shared().queue(request.model).turn():
+        with st.spinner(t("stream.sweeping")), common.shared().queue(request.model).turn():
             ppl = [streaming.perplexity(streaming.run_method(loaded, ids, engine, s, max(1, cache_size - s)))
                    for s in SINK_CHOICES]  # fmt: skip
         st.session_state["sweep_result"] = (ppl, cache_size, engine)
     if "sweep_result" in st.session_state:
         ppl, size, used = st.session_state["sweep_result"]
-        st.plotly_chart(figures.fig_ppl_vs_sinks(SINK_CHOICES, ppl, size, used), key="sweep_chart")
+        st.plotly_chart(figures.fig_ppl_vs_sinks(SINK_CHOICES, ppl, size, engine_label(used)), key="sweep_chart")
 
 
 def gibberish_demo(request: common.Request, ids: list[int]) -> None:
-    st.subheader("Generate with a tiny cache")
-    st.caption("Greedy continuation of the text's first 48 tokens with a cache of 4 + 16 tokens, or 0 + 20.")
-    if st.button("Generate 80 tokens both ways", key="generate"):
+    st.subheader(t("stream.generate_title"))
+    st.caption(t("stream.generate_help"))
+    if st.button(t("stream.generate"), key="generate"):
         loaded = common.get_model(request.model, request.dtype)
-        with st.spinner("Generating…"), common.shared().queue(request.model).turn():
+        with st.spinner(t("stream.generating")), common.shared().queue(request.model).turn():
             texts = [loaded.tokenizer.decode(streaming.generate(loaded, ids[:48], 80, s, 20 - s)) for s in (4, 0)]
         st.session_state["generated_texts"] = texts
     if "generated_texts" in st.session_state:
         left, right = st.columns(2)
-        left.markdown("**With 4 sinks**")
+        left.markdown(t("stream.with_sinks"))
         left.text(st.session_state["generated_texts"][0])
-        right.markdown("**Without sinks**")
+        right.markdown(t("stream.without_sinks"))
         right.text(st.session_state["generated_texts"][1])
 
 
-st.title("Streaming with attention sinks")
-st.markdown(
-    "A model that reads an endless stream must drop old tokens from its KV cache. Drop the **first** "
-    "tokens too and the heads that parked their spare attention there lose their sink: the loss jumps "
-    "the moment eviction starts. Keep just 4 first tokens plus a recent window (StreamingLLM) and the "
-    "model streams on, nearly as well as re-reading the window from scratch at every token."
-)
+st.title(t("stream.title"))
+st.markdown(t("stream.intro"))
 request = common.sidebar()
 if request is not None:
     try:
@@ -133,17 +154,18 @@ if request is not None:
     ids = stream_ids(loaded, config, request.text)
     if run:
         if len(ids) < config["tokens"]:
-            st.warning(f"The text has only {len(ids)} tokens; streaming all of them.")
+            st.warning(t("stream.short_text", n=len(ids)))
             config["tokens"] = len(ids)
-        st.button("Stop", key="stop_stream", help="Stops after the current token; what was scored stays.")
+        st.button(t("stream.stop"), key="stop_stream", help=t("stream.stop_help"))
         run_all(request, config, ids[: config["tokens"]])
     if "stream_results" in st.session_state:
         show_results(st.session_state["stream_results"])
     sink_sweep(request, ids, config["sinks"] + config["window"])
     gibberish_demo(request, ids)
-    st.subheader("Your model beside the paper")
-    st.caption("Xiao et al., Efficient Streaming Language Models with Attention Sinks, ICLR 2024 (PG-19).")
+    st.subheader(t("stream.paper_title"))
+    st.caption(t("stream.paper_source"))
     left, right = st.columns(2)
-    left.dataframe(PAPER_CACHE, hide_index=True)
-    right.dataframe(PAPER_SINKS, hide_index=True)
+    cache_table, sinks_table = paper_tables()
+    left.dataframe(cache_table, hide_index=True)
+    right.dataframe(sinks_table, hide_index=True)
 url_state.sync_url()

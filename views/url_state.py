@@ -70,6 +70,7 @@ def sync_url() -> None:
         params["example"] = state.get("example")
     elif len(state.get("text", "")) <= URL_TEXT_LIMIT:
         params["text"] = state.get("text")
+    params["lang"] = state.get("lang")
     params |= {key: str(state[key]) for key in FIELDS if key in state}
     params |= {key: str(int(state[key])) for key in FLAGS if key in state}
     st.query_params.from_dict({k: v for k, v in params.items() if v not in (None, "")})

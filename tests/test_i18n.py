@@ -1,0 +1,159 @@
+"""The interface in English, French and Portuguese: complete catalogues, no inline text, local numbers."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from backend import i18n
+from tests.test_app import ROOT, TIMEOUT, chart
+
+CODE = [ROOT / "app.py", *sorted((ROOT / "views").glob("*.py")), *sorted((ROOT / "backend").glob("*.py"))]
+PAGES = [
+    "explorer",
+    "why_softmax",
+    "why_reads_nothing",
+    "why_massive",
+    "why_diagonals",
+    "why_break",
+    "streaming",
+    "lab",
+]
+ST_TEXT_CALLS = {
+    "title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "metric", "slider",
+    "select_slider", "selectbox", "radio", "toggle", "button", "text_input", "text_area", "number_input",
+    "multiselect", "download_button", "form_submit_button", "file_uploader", "spinner", "text", "write",
+}  # fmt: skip
+TECHNICAL = {"k", "sink", "value_sink", "norm", "‖k‖", "|h| (log)", "1 / log t", "log10 |h|"}  # names, not prose
+
+
+def string_literals() -> set[str]:
+    """Every string constant in the code and the example list: where catalogue keys are used."""
+    found = {node.value for path in CODE for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.Constant) and isinstance(node.value, str)}  # fmt: skip
+    examples = json.loads((ROOT / "assets" / "examples.json").read_text(encoding="utf-8"))
+    return found | {e[field] for e in examples for field in ("title", "teaches")}
+
+
+def placeholders(text: str) -> list[str]:
+    return sorted(re.findall(r"(?<!\{)\{[a-z_]+\}(?!\})", text))
+
+
+@pytest.mark.parametrize("code", ["fr", "pt"])
+def test_every_language_has_every_key_with_the_same_placeholders(code: str) -> None:
+    english, other = i18n.catalogue("en"), i18n.catalogue(code)
+    assert sorted(set(english) - set(other)) == [], "missing in " + code
+    assert sorted(set(other) - set(english)) == [], "only in " + code
+    assert [k for k in english if placeholders(english[k]) != placeholders(other[k])] == []
+
+
+def test_every_key_is_used_and_every_used_key_exists() -> None:
+    literals = string_literals()
+    keys = set(i18n.catalogue("en"))
+    assert sorted(keys - literals) == [], "catalogue keys no code uses"
+    called = {
+        node.args[0].value
+        for path in CODE
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "t"
+        and node.args and isinstance(node.args[0], ast.Constant)
+    }  # fmt: skip
+    assert sorted(called - keys) == [], "t() keys missing from the catalogues"
+
+
+def test_no_page_writes_interface_text_inline() -> None:
+    keys = set(i18n.catalogue("en"))
+    inline = []
+    for path in [ROOT / "app.py", *sorted((ROOT / "views").glob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ST_TEXT_CALLS):
+                continue
+            texts = [*node.args[:1], *(k.value for k in node.keywords if k.arg in ("help", "label", "text"))]
+            for text in texts:
+                if isinstance(text, ast.JoinedStr) or (
+                    isinstance(text, ast.Constant) and isinstance(text.value, str)
+                    and re.search("[A-Za-z]", text.value) and text.value not in keys | TECHNICAL
+                ):  # fmt: skip
+                    inline.append(f"{path.name}:{node.lineno}")
+    assert inline == []
+
+
+def test_numbers_follow_the_language() -> None:
+    try:
+        expected = {"en": "1,234.5", "fr": "1\u202f234,5", "pt": "1.234,5"}
+        for code, text in expected.items():
+            i18n.set_language(code)
+            assert i18n.num(1234.5, ",.1f") == text
+        i18n.set_language("fr")
+        assert (
+            i18n.num(0.25) == "0,250" and i18n.t("explorer.of_heads", rate=i18n.num(70.0, ".1f")) == "70,0 % des têtes"
+        )
+    finally:
+        i18n.set_language("en")
+
+
+@pytest.mark.parametrize(
+    ("candidates", "code"),
+    [
+        (("fr", None), "fr"),
+        ((None, "pt-BR"), "pt"),
+        ((None, "fr-CA"), "fr"),
+        (("de", "en-US"), "en"),
+        ((None, None), "en"),
+    ],
+)
+def test_the_url_wins_then_the_browser_then_english(candidates: tuple, code: str) -> None:
+    assert i18n.pick_language(*candidates) == code
+
+
+def open_page(page: str, lang: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"lang": lang, "example": "english"})
+    at.run()  # pages with their own url_path are known to AppTest only after a first run
+    if page != "explorer":
+        at.switch_page(f"views/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.mark.parametrize("lang", ["fr", "pt"])
+@pytest.mark.parametrize("page", PAGES)
+def test_every_page_runs_in_every_language(page: str, lang: str) -> None:
+    at = open_page(page, lang)
+    i18n.set_language(lang)
+    assert at.sidebar.selectbox(key="lang").value == lang
+    assert at.sidebar.selectbox(key="lang").label == i18n.t("side.language")
+    assert at.title[0].value in {i18n.t(k) for k in i18n.catalogue(lang) if k.endswith(".title")}
+    i18n.set_language("en")
+
+
+def test_the_explorer_in_french_uses_french_words_and_decimal_commas() -> None:
+    at = open_page("explorer", "fr")
+    assert at.title[0].value == "Les puits d'attention, tête par tête"
+    rate = at.metric[0]
+    assert rate.label.startswith("Taux de puits (eps = 0,30") and rate.value.endswith("% des têtes")
+    assert "," in rate.value
+    assert chart(at, "head_map")["layout"]["xaxis"]["title"]["text"] == "tête"
+    assert at.tabs[0].label == "Carte des têtes"
+
+
+def test_the_picker_switches_language_and_the_url_follows() -> None:
+    at = open_page("explorer", "en")
+    assert at.title[0].value == "Attention sinks, head by head"
+    at.sidebar.selectbox(key="lang").set_value("pt").run()
+    assert at.title[0].value == "Sorvedouros de atenção, cabeça por cabeça"
+    assert at.query_params["lang"] in ("pt", ["pt"])
+    at.switch_page("views/why_softmax.py").run()
+    assert at.title[0].value == "O softmax precisa gastar tudo"
+    assert "; " in at.text_input(key="sm_scores").value and "0,2" in at.text_input(key="sm_scores").value
+
+
+def test_an_error_message_is_in_the_interface_language() -> None:
+    at = open_page("explorer", "fr")
+    at.sidebar.text_area(key="text").set_value("   ").run()
+    assert not at.exception
+    assert at.error[0].value == "Le texte est vide : tapez ou collez un texte à analyser."
