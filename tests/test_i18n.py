@@ -157,3 +157,10 @@ def test_an_error_message_is_in_the_interface_language() -> None:
     at.sidebar.text_area(key="text").set_value("   ").run()
     assert not at.exception
     assert at.error[0].value == "Le texte est vide : tapez ou collez un texte à analyser."
+
+
+def test_scrubbing_a_head_keeps_the_language() -> None:
+    at = open_page("explorer", "pt")
+    at.slider(key="head").set_value(3).run()
+    assert chart(at, "one_head_map")["layout"]["title"]["text"].startswith("Camada ")
+    assert at.title[0].value == "Sorvedouros de atenção, cabeça por cabeça"

@@ -63,6 +63,7 @@ def head_summary(trace: Trace, layer: int, head: int) -> None:
 @st.fragment
 def one_head(request: common.Request, trace: Trace) -> None:
     """Scrubbing layer and head reruns only this fragment: the model is never run again here."""
+    common.choose_language()  # a fragment rerun may run on a fresh thread, without app.py's setting
     layer, head = common.pick_head(trace)
     options = st.columns(2)
     log_scale = options[0].toggle(t("explorer.log_scale"), key="log_scale")
