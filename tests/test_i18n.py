@@ -6,11 +6,13 @@ import ast
 import json
 import re
 
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from backend import i18n
 from tests.test_app import ROOT, TIMEOUT, chart
+from views import common
 
 CODE = [ROOT / "app.py", *sorted((ROOT / "views").glob("*.py")), *sorted((ROOT / "backend").glob("*.py"))]
 PAGES = [
@@ -92,6 +94,18 @@ def test_numbers_follow_the_language() -> None:
         assert (
             i18n.num(0.25) == "0,250" and i18n.t("explorer.of_heads", rate=i18n.num(70.0, ".1f")) == "70,0 % des têtes"
         )
+    finally:
+        i18n.set_language("en")
+
+
+def test_tables_show_local_separators_and_keep_numeric_data() -> None:
+    table = pd.DataFrame({"sink": [0.12345, 1234.5], "heads": [3, 4000]})
+    assert common.local_table(table) is table  # English: plain data
+    try:
+        i18n.set_language("pt")
+        styled = common.local_table(table, 3)
+        assert styled.data is table
+        assert "0,123" in styled.to_string() and "1.234,500" in styled.to_string() and "4.000" in styled.to_string()
     finally:
         i18n.set_language("en")
 

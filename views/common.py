@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import streamlit as st
+from pandas.io.formats.style import Styler
 
 from backend.capture import LayerMaps, Trace, analyze, attention_maps, thumbnails
 from backend.errors import InputError, SinkscopeError, TokenLimitError
-from backend.i18n import LANGUAGES, pick_language, set_language, t
+from backend.i18n import LANGUAGES, SEPARATORS, language, pick_language, set_language, t
 from backend.models import BUNDLED, LoadedModel, load_model, resolve_device
 from backend.runs import BoundedCache, RunQueue
 from backend.settings import Settings
@@ -146,6 +148,14 @@ def clamp(key: str, largest: int) -> None:
     """Keep a restored or remembered slider value inside this model's range."""
     if st.session_state.get(key, 0) > largest:
         st.session_state[key] = largest
+
+
+def local_table(table: pd.DataFrame, precision: int = 4) -> pd.DataFrame | Styler:
+    """A table whose numbers show the language's separators; the data (and sorting) stay numeric."""
+    decimal, thousands = SEPARATORS[language()]
+    if decimal == ".":
+        return table
+    return table.style.format(precision=precision, decimal=decimal, thousands=thousands)
 
 
 def pick_head(trace: Trace, start_by: np.ndarray | None = None) -> tuple[int, int]:

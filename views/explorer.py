@@ -29,7 +29,7 @@ def head_map(trace: Trace) -> None:
     table = pd.DataFrame(trace.head_rows())
     shown = table.assign(kind=table["kind"].map(kind_label))  # the CSV below keeps English names for tools
     shown = shown.rename(columns={"layer": t("fig.layer"), "head": t("fig.head"), "kind": t("explorer.kind")})
-    st.dataframe(shown, hide_index=True, key="heads_table", height=320)
+    st.dataframe(common.local_table(shown), hide_index=True, key="heads_table", height=320)
     layers = pd.DataFrame(trace.layer_rows())
     download = st.columns(2)
     heads_csv = table[list(HEAD_COLUMNS)].to_csv(index=False)

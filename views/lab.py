@@ -162,12 +162,12 @@ def end_state(runs: dict[str, lab.InductionRun]) -> None:
         }
         for v, r in runs.items()
     ]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="ind_table")
+    st.dataframe(common.local_table(pd.DataFrame(rows), 3), hide_index=True, key="ind_table")
     per_head = {v: np.array(r.bos_attention[-1]).ravel() for v, r in runs.items()}  # (layer * head,)
     shape = np.array(next(iter(runs.values())).bos_attention[-1]).shape
     index = [t("lab.head_index", layer=layer, head=head) for layer, head in np.ndindex(shape)]
     st.caption(t("lab.final_bos"))
-    st.dataframe(pd.DataFrame(per_head, index=index).round(3), key="ind_heads")
+    st.dataframe(common.local_table(pd.DataFrame(per_head, index=index), 3), key="ind_heads")
     rates = {v: r.sink_rate() for v, r in runs.items()}
     reproduced = rates.get("softmax", 0) > max(rates.get("sigmoid", 0), rates.get("linear", 0))
     listed = ", ".join(f"{v} {num(rate, '.0f')}%" for v, rate in rates.items())

@@ -96,7 +96,7 @@ def comparison(intact: Outcome, changed: list[tuple[Intervention, Outcome]], key
         }
         for label, o in runs
     ]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key=f"{key}_table")
+    st.dataframe(common.local_table(pd.DataFrame(rows), 3), hide_index=True, width="stretch", key=f"{key}_table")
     layers = list(range(intact.heads["sink"].shape[0]))
     series = {label: np.nanmean(o.heads["sink"], 1).tolist() for label, o in runs}
     fig = figures.fig_lines(layers, series, t("lesson.sinks_title"), t("fig.layer"), "sink")

@@ -100,7 +100,7 @@ def show_results(results: dict) -> None:
         rows.append({t("stream.col_method"): method_label(method), "S": sinks, "W": window,
                      t("stream.col_scored"): len(nll), t("stream.col_ppl"): streaming.perplexity(nll),
                      t("stream.col_seconds"): seconds})  # fmt: skip
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="stream_table")
+    st.dataframe(common.local_table(pd.DataFrame(rows), 3), hide_index=True, key="stream_table")
     width = max(8, config["window"] // 2)
     labels = {method: method_label(method) for method in curves}
     st.plotly_chart(figures.fig_stream_nll(curves, labels, size, width), key="stream_nll")
@@ -166,6 +166,6 @@ if request is not None:
     st.caption(t("stream.paper_source"))
     left, right = st.columns(2)
     cache_table, sinks_table = paper_tables()
-    left.dataframe(cache_table, hide_index=True)
-    right.dataframe(sinks_table, hide_index=True)
+    left.dataframe(common.local_table(cache_table, 2), hide_index=True)
+    right.dataframe(common.local_table(sinks_table, 2), hide_index=True)
 url_state.sync_url()

@@ -26,7 +26,7 @@ def magnitudes(trace: Trace) -> None:
          t("massive.col_channel"): channel, t("massive.col_value"): round(value, 1)}
         for layer, token, channel, value in trace.massive
     ]  # fmt: skip
-    st.dataframe(pd.DataFrame(rows), hide_index=True, height=240, key="ma_list")
+    st.dataframe(common.local_table(pd.DataFrame(rows), 1), hide_index=True, height=240, key="ma_list")
 
 
 def channel_map(trace: Trace) -> None:

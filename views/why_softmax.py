@@ -80,7 +80,7 @@ def numeric_check(scores: np.ndarray) -> None:
     columns = {"softmax+1(x)": plus_one, "softmax([0, x])[1:]": extended[1:]}
     table = pd.DataFrame(columns, index=[f"k{j}" for j in range(len(scores))])
     st.markdown(t("softmax.check"))
-    st.dataframe(table.T, key="sm_check")
+    st.dataframe(common.local_table(table.T), key="sm_check")
     difference, extra = np.abs(plus_one - extended[1:]).max(), extended[0]
     withheld = metrics.withheld_mass(plus_one)
     st.caption(t("softmax.check_result", difference=num(difference, ".1e"), extra=num(extra, ".4f"),
