@@ -67,9 +67,9 @@ def _bos(loaded: object) -> int | None:
     return getattr(loaded.tokenizer, "bos_token_id", None)
 
 
-def outcome_json(outcome: object, intact: object) -> dict[str, object]:
+def outcome_json(label: str, outcome: object, intact: object) -> dict[str, object]:
     return {
-        "label": outcome.label,
+        "label": label,
         "loss": outcome.loss,
         "loss_change": outcome.loss - intact.loss,
         "mean_sink": float(outcome.heads["sink"].mean()),
@@ -79,12 +79,10 @@ def outcome_json(outcome: object, intact: object) -> dict[str, object]:
     }
 
 
-def _line(outcome: object, intact: object) -> str:
+def _line(label: str, outcome: object, intact: object) -> str:
     top = "  ".join(f"{token} {p:.2f}" for token, p in outcome.top)
     delta = outcome.loss - intact.loss
-    return (
-        f"{outcome.label:60s} loss {outcome.loss:7.3f} ({delta:+.3f})  sink {outcome.heads['sink'].mean():.3f}  {top}"
-    )
+    return f"{label:60s} loss {outcome.loss:7.3f} ({delta:+.3f})  sink {outcome.heads['sink'].mean():.3f}  {top}"
 
 
 def run_intervene(args: argparse.Namespace) -> None:
@@ -106,11 +104,11 @@ def run_intervene(args: argparse.Namespace) -> None:
                          "--mean-massive, --force or --perturb.")  # fmt: skip
     print(f"model: {loaded.info.badge()}\n{len(ids)} tokens")
     intact = iv.run(loaded, ids)
-    outcomes = [iv.run(loaded, ids, change) for change in changes]
-    for outcome in [intact, *outcomes]:
-        print(_line(outcome, intact))
-    report = {"model": loaded.info.__dict__, "n_tokens": len(ids), "intact": outcome_json(intact, intact)}
-    report["interventions"] = [outcome_json(outcome, intact) for outcome in outcomes]
+    runs = [("intact", intact)] + [(change.label, iv.run(loaded, ids, change)) for change in changes]
+    for label, outcome in runs:
+        print(_line(label, outcome, intact))
+    report = {"model": loaded.info.__dict__, "n_tokens": len(ids), "intact": outcome_json("intact", intact, intact)}
+    report["interventions"] = [outcome_json(label, outcome, intact) for label, outcome in runs[1:]]
     if args.perturb is not None:
         report["sensitivity"] = _sensitivity(loaded, ids, args.perturb, args.size, print)
     if args.json:

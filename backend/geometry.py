@@ -38,7 +38,8 @@ def layer_geometry(query: torch.Tensor, key: torch.Tensor) -> dict[str, float]:
     others = (q_unit * earlier).sum(-1) / counts  # (head, T - 1)
     return {
         "first_key_norm": float(norms[:, 0].mean()),
-        "other_key_norm": float(norms[:, 1:].median(dim=-1).values.mean()) if n_tokens > 1 else float("nan"),
+        # numpy's median (metrics.md): torch.median would return the lower middle value
+        "other_key_norm": float(norms[:, 1:].quantile(0.5, dim=-1).mean()) if n_tokens > 1 else float("nan"),
         "first_key_cosine": float(first.mean()),
         "other_key_cosine": float(others.mean()),
     }

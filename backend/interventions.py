@@ -21,7 +21,6 @@ from backend.streaming import builtin_text
 from backend.tokens import display_token, encode
 
 TOP_K = 5
-FORCE_TARGETS = ("sink", "diagonal")
 
 
 def layer_span(layers: tuple[int, ...]) -> str:
@@ -146,9 +145,8 @@ class ReplaceFirst(Intervention):
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one (possibly changed) forward pass did to the text."""
+    """What one (possibly changed) forward pass did to the text; the intervention's label names it."""
 
-    label: str
     nll: np.ndarray  # (token - 1,): -ln p(token t+1 | tokens ..t)
     top: tuple[tuple[str, float], ...]  # the likeliest tokens to follow the text, with probabilities
     heads: dict[str, np.ndarray]  # per-head metrics of the changed run, (layer, head)
@@ -193,7 +191,6 @@ def run(loaded: LoadedModel, ids: list[int] | tuple[int, ...], change: Intervent
     )
     residual = torch.stack([h[0] for h in recorder.residual]).float().cpu().numpy()  # (layer + 1, token, d)
     return Outcome(
-        label=change.label if change is not None else t("lesson.intact"),
         nll=nll.cpu().numpy(),
         top=top,
         heads=head_metrics(recorder, loaded.info.n_layers, len(ids)),
