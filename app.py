@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from backend.i18n import t
 from views.common import choose_language
+from views.text import t
 
 st.set_page_config(page_title="Sinkscope", page_icon="🕳️", layout="wide")
 choose_language()  # before the page titles below: they are in the session's language

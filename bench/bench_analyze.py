@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pydoc_data.topics import topics  # noqa: E402  (long English text that ships with Python)
 
 import torch  # noqa: E402
+from sinkscope.bundled import DEFAULT_MODEL  # noqa: E402
+from sinkscope.capture import analyze_ids  # noqa: E402
+from sinkscope.models import LoadedModel, dequantized_dir, load_model  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
-
-from backend.capture import analyze_ids  # noqa: E402
-from backend.models import DEFAULT_MODEL, LoadedModel, dequantized_dir, load_model  # noqa: E402
 
 
 def token_ids(tokenizer: object, n_tokens: int) -> list[int]:

@@ -18,11 +18,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
+from sinkscope import interventions as iv  # noqa: E402
+from sinkscope.bundled import DEFAULT_MODEL  # noqa: E402
+from sinkscope.capture import analyze_ids, attention_maps  # noqa: E402
+from sinkscope.geometry import key_geometry  # noqa: E402
+from sinkscope.models import load_model  # noqa: E402
 
-from backend import interventions as iv  # noqa: E402
-from backend.capture import analyze_ids, attention_maps  # noqa: E402
-from backend.geometry import key_geometry  # noqa: E402
-from backend.models import DEFAULT_MODEL, load_model  # noqa: E402
 from bench.bench_analyze import sdpa_model, token_ids  # noqa: E402
 
 
@@ -34,10 +35,10 @@ def operations(loaded: object, plain: torch.nn.Module, ids: list[int]) -> dict[s
     input_ids = torch.tensor([ids])  # (batch=1, token)
     return {
         "plain forward (SDPA, logits)": lambda: plain(input_ids),
-        "intact run (page comparisons)": lambda: iv.run(loaded, ids),
-        "drop first key, layers 2-29": lambda: iv.run(loaded, ids, iv.DropFirst(1, layers)),
-        f"force {len(sinks)} sink heads to diagonal": lambda: iv.run(loaded, ids, iv.ForceHeads(sinks, "diagonal")),
-        "massive set to mean (run)": lambda: iv.run(loaded, ids, mean),
+        "intact run (page comparisons)": lambda: iv.outcome(loaded, ids),
+        "drop first key, layers 2-29": lambda: iv.outcome(loaded, ids, iv.DropFirst(1, layers)),
+        f"force {len(sinks)} sink heads to diagonal": lambda: iv.outcome(loaded, ids, iv.ForceHeads(sinks, "diagonal")),
+        "massive set to mean (run)": lambda: iv.outcome(loaded, ids, mean),
         "massive means over 6 texts": lambda: iv.set_massive(loaded, trace.massive, "mean", 1),
         "sensitivity (3 runs)": lambda: iv.sensitivity(loaded, ids, [0, len(ids) // 2], 1.0),
         "key geometry": lambda: key_geometry(loaded, ids),

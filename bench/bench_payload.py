@@ -19,20 +19,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from pydoc_data.topics import topics  # noqa: E402
 
 import numpy as np  # noqa: E402
-
-from backend import figures  # noqa: E402
-from backend.capture import analyze, attention_maps, thumbnails  # noqa: E402
-from backend.metrics import value_weighted, without_first_keys  # noqa: E402
-from backend.models import DEFAULT_MODEL, load_model  # noqa: E402
-from backend.tokens import token_labels  # noqa: E402
+from sinkscope import plot  # noqa: E402
+from sinkscope.bundled import DEFAULT_MODEL  # noqa: E402
+from sinkscope.capture import analyze, attention_maps, thumbnails  # noqa: E402
+from sinkscope.metrics import value_weighted, without_first_keys  # noqa: E402
+from sinkscope.models import load_model  # noqa: E402
+from sinkscope.tokens import token_labels  # noqa: E402
 
 ZOOM = 256
 
 
 def one_head_figures(maps: object, labels: list[str], head: int) -> list:
-    raw = figures.fig_attention(without_first_keys(maps.weights[head]), labels, labels[1:], "past the sink")
+    raw = plot.fig_attention(without_first_keys(maps.weights[head]), labels, labels[1:], "past the sink")
     weighted = value_weighted(maps.weights[head], maps.value_norms[head])
-    return [raw, figures.fig_attention(weighted, labels, labels, "reads", max_cells=ZOOM)]
+    return [raw, plot.fig_attention(weighted, labels, labels, "reads", max_cells=ZOOM)]
 
 
 def main() -> None:
@@ -47,18 +47,18 @@ def main() -> None:
         trace = analyze(loaded, text, max_tokens=n_tokens, truncate=True)
         labels = token_labels(trace.tokens)
         maps = attention_maps(loaded, trace.token_ids, 15)
-        layer_thumbs = np.stack([figures.pool_max(m, 64)[0] for m in maps.weights])[None]
+        layer_thumbs = np.stack([plot.pool_max(m, 64)[0] for m in maps.weights])[None]
         built = {
-            "head map": figures.fig_head_map(trace.heads, "sink"),
-            "kinds per layer": figures.fig_kind_counts(trace.heads["kind"]),
+            "head map": plot.fig_head_map(trace.heads, "sink"),
+            "kinds per layer": plot.fig_kind_counts(trace.heads["kind"]),
             "one head (pooled)": one_head_figures(maps, labels, 3)[0],
             "one head, value-weighted": one_head_figures(maps, labels, 3)[1],
-            "one head, zoomed window": figures.fig_attention(
+            "one head, zoomed window": plot.fig_attention(
                 maps.weights[3][:ZOOM, :ZOOM], labels[:ZOOM], labels[:ZOOM], "zoom"
             ),
-            "heads of one layer": figures.fig_thumbnails(layer_thumbs, "layer", "layer"),
-            "all layers x heads": figures.fig_thumbnails(thumbnails(loaded, trace.token_ids), "layer", "all"),
-            "depth profile": figures.fig_depth_profile(trace.heads, trace.layers["first_norm_ratio"]),
+            "heads of one layer": plot.fig_thumbnails(layer_thumbs, "layer", "layer"),
+            "all layers x heads": plot.fig_thumbnails(thumbnails(loaded, trace.token_ids), "layer", "all"),
+            "depth profile": plot.fig_depth_profile(trace.heads, trace.layers["first_norm_ratio"]),
         }
         for name, fig in built.items():
             print(f"| {trace.n_tokens} | {name} | {len(fig.to_json()) / 1024:.0f} |")

@@ -7,10 +7,10 @@ import copy
 import numpy as np
 import pytest
 import torch
+from sinkscope import attention
+from sinkscope.bundled import DEFAULT_MODEL
+from sinkscope.models import LoadedModel, load_model, model_info
 from transformers import AutoModelForCausalLM, Gemma3TextConfig, GPT2Config, LlamaConfig
-
-from backend import attention
-from backend.models import DEFAULT_MODEL, LoadedModel, load_model, model_info
 
 TINY_CONFIGS = {
     "llama-gqa": LlamaConfig(

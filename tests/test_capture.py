@@ -9,11 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
+from sinkscope import attention, capture, metrics
+from sinkscope.arrays import bin_index, pool_max
+from sinkscope.bundled import DEFAULT_MODEL
+from sinkscope.capture import analyze, analyze_ids, attention_maps
+from sinkscope.models import dequantized_dir
 from transformers import AutoModelForCausalLM
 
-from backend import attention, capture, metrics
-from backend.capture import analyze, analyze_ids, attention_maps
-from backend.models import DEFAULT_MODEL, dequantized_dir
 from tests.conftest import TINY_CONFIGS, build_tiny, tiny_loaded
 
 N_TOKENS = 150  # spans several query chunks of the chunked attention
@@ -174,11 +176,13 @@ def test_thumbnails_are_max_pooled_maps(long_ids: list[int]) -> None:
     assert thumbs.shape == (3, 4, 16, 16)
     for layer in range(3):
         maps = attention_maps(loaded, long_ids, layer).weights
-        bins = (np.arange(N_TOKENS) * 16) // N_TOKENS
+        bins = bin_index(N_TOKENS, 16)  # the figures' bins: the chunked pooling must use the same ones
         for r in range(16):
             for c in range(16):
                 block = maps[:, bins == r][:, :, bins == c]
                 np.testing.assert_allclose(thumbs[layer, :, r, c], block.max(axis=(1, 2)), atol=1e-6)
+        for head in range(4):
+            np.testing.assert_allclose(thumbs[layer, head], pool_max(maps[head], 16)[0], atol=1e-6)
 
 
 def test_concurrent_analyses_on_one_shared_model_do_not_mix() -> None:

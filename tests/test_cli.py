@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "backend", *args], cwd=ROOT, capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "sinkscope", *args], cwd=ROOT, capture_output=True, text=True)
 
 
 def test_analyze_writes_the_documented_csvs_and_json(tmp_path: Path) -> None:

@@ -8,13 +8,17 @@ import re
 
 import pandas as pd
 import pytest
+from sinkscope import i18n
 from streamlit.testing.v1 import AppTest
 
-from backend import i18n
 from tests.test_app import ROOT, TIMEOUT, chart
 from views import common
 
-CODE = [ROOT / "app.py", *sorted((ROOT / "views").glob("*.py")), *sorted((ROOT / "backend").glob("*.py"))]
+CODE = [
+    ROOT / "app.py",
+    *sorted((ROOT / "views").glob("*.py")),
+    *sorted((ROOT / "backend" / "sinkscope").rglob("*.py")),
+]
 PAGES = [
     "explorer",
     "why_softmax",

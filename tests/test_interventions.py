@@ -5,14 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from sinkscope import attention, interventions, metrics
+from sinkscope.capture import analyze_ids, attention_maps
+from sinkscope.errors import InputError
+from sinkscope.geometry import key_geometry
 from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.masking_utils import eager_mask
 from transformers.models.llama.modeling_llama import eager_attention_forward
 
-from backend import attention, interventions, metrics
-from backend.capture import analyze_ids, attention_maps
-from backend.errors import InputError
-from backend.geometry import key_geometry
 from tests.conftest import build_tiny, tiny_loaded
 
 N_LAYERS, N_HEADS = 3, 4  # the tiny llama-gqa of conftest
@@ -88,7 +88,7 @@ def test_key_geometry_equals_a_direct_computation(loaded: object, ids: list[int]
 
 def test_the_intact_loss_is_hugging_faces_own_loss(loaded: object, ids: list[int]) -> None:
     _, loss = hf_probe(ids)
-    assert interventions.run(loaded, ids).loss == pytest.approx(float(loss), rel=1e-5)
+    assert interventions.outcome(loaded, ids).loss == pytest.approx(float(loss), rel=1e-5)
 
 
 def drop_and_softmax(scores: torch.Tensor, k: int) -> torch.Tensor:
@@ -121,8 +121,8 @@ def test_dropping_the_only_key_a_sink_head_reads_leaves_rows_defined() -> None:
 
 
 def test_dropping_the_first_key_in_some_layers_zeroes_their_sink_only(loaded: object, ids: list[int]) -> None:
-    intact = interventions.run(loaded, ids)
-    dropped = interventions.run(loaded, ids, interventions.DropFirst(1, (1, 2)))
+    intact = interventions.outcome(loaded, ids)
+    dropped = interventions.outcome(loaded, ids, interventions.DropFirst(1, (1, 2)))
     np.testing.assert_allclose(dropped.heads["sink"][0], intact.heads["sink"][0], rtol=1e-6)
     assert (dropped.heads["sink"][1:] == 0).all()
     np.testing.assert_allclose(dropped.token_cosine[:2], intact.token_cosine[:2], rtol=1e-6)  # h^0, h^1 untouched
@@ -131,8 +131,8 @@ def test_dropping_the_first_key_in_some_layers_zeroes_their_sink_only(loaded: ob
 
 @pytest.mark.parametrize("target, metric", [("sink", "sink"), ("diagonal", "diagonal")])
 def test_forcing_heads_makes_them_exactly_that_kind(loaded: object, ids: list[int], target: str, metric: str) -> None:
-    intact = interventions.run(loaded, ids)
-    forced = interventions.run(loaded, ids, interventions.ForceHeads(((1, 0), (1, 3), (2, 2)), target))
+    intact = interventions.outcome(loaded, ids)
+    forced = interventions.outcome(loaded, ids, interventions.ForceHeads(((1, 0), (1, 3), (2, 2)), target))
     for layer, head in ((1, 0), (1, 3), (2, 2)):
         assert forced.heads[metric][layer, head] == pytest.approx(1.0)
         assert forced.heads["entropy"][layer, head] == pytest.approx(0.0, abs=1e-6)
@@ -141,8 +141,8 @@ def test_forcing_heads_makes_them_exactly_that_kind(loaded: object, ids: list[in
 
 
 def test_a_perturbation_reaches_only_later_predictions(loaded: object, ids: list[int]) -> None:
-    intact = interventions.run(loaded, ids)
-    nudged = interventions.run(loaded, ids, interventions.Perturb(40, 5.0))
+    intact = interventions.outcome(loaded, ids)
+    nudged = interventions.outcome(loaded, ids, interventions.Perturb(40, 5.0))
     np.testing.assert_allclose(nudged.nll[:40], intact.nll[:40], rtol=1e-5)
     assert not np.allclose(nudged.nll[40:], intact.nll[40:])
     kl = interventions.sensitivity(loaded, ids, [0, 40], 5.0)
@@ -158,10 +158,10 @@ def test_set_activations_hold_cells_from_a_layer_on(loaded: object, ids: list[in
     assert edited[0, 0, 3] == 0 and edited[0, 5, 7] == 0 and edited.sum() == 8 * 16 - 2 and hidden.sum() == 8 * 16
     means = interventions.SetActivations(((0, 3),), ((1.0,), (2.0,), (3.0,), (4.0,)), from_layer=1)
     assert means.edit_residual(3, hidden)[0, 0, 3] == 4.0
-    intact = interventions.run(loaded, ids).nll
-    after_the_end = interventions.run(loaded, ids, interventions.SetActivations(((0, 3),), None, N_LAYERS + 1))
+    intact = interventions.outcome(loaded, ids).nll
+    after_the_end = interventions.outcome(loaded, ids, interventions.SetActivations(((0, 3),), None, N_LAYERS + 1))
     np.testing.assert_array_equal(after_the_end.nll, intact)
-    zeroed = interventions.run(loaded, ids, interventions.SetActivations(((0, 3), (1, 3)), None, 1))
+    zeroed = interventions.outcome(loaded, ids, interventions.SetActivations(((0, 3), (1, 3)), None, 1))
     assert not np.allclose(zeroed.nll, intact, rtol=1e-5)
 
 
@@ -181,15 +181,15 @@ def test_massive_means_take_each_channels_peak_per_layer(loaded: object, ids: li
 def test_replacing_the_first_token_changes_only_the_input(loaded: object, ids: list[int]) -> None:
     change = interventions.ReplaceFirst(7, "x")
     assert change.input_ids(ids) == [7, *ids[1:]] and ids[0] != 7
-    replaced, intact = interventions.run(loaded, ids, change), interventions.run(loaded, ids)
+    replaced, intact = interventions.outcome(loaded, ids, change), interventions.outcome(loaded, ids)
     assert replaced.nll.shape == intact.nll.shape == (len(ids) - 1,)
     assert not np.allclose(replaced.nll, intact.nll)  # every prediction reads token 0
-    np.testing.assert_allclose(replaced.nll, interventions.run(loaded, change.input_ids(ids)).nll)
+    np.testing.assert_allclose(replaced.nll, interventions.outcome(loaded, change.input_ids(ids)).nll)
 
 
 def test_interventions_refuse_a_single_token(loaded: object) -> None:
     with pytest.raises(InputError, match="at least two tokens"):
-        interventions.run(loaded, [3])
+        interventions.outcome(loaded, [3])
 
 
 def test_single_token_replacements_with_the_real_tokenizer(smollm2: object) -> None:
@@ -205,9 +205,9 @@ def test_the_real_model_collapses_without_its_massive_activations(smollm2: objec
     ids = smollm2.tokenizer.encode(text)
     trace = analyze_ids(smollm2, ids)
     assert trace.massive, "SmolLM2 has massive activations on its first token"
-    intact = interventions.run(smollm2, ids)
-    zero = interventions.run(smollm2, ids, interventions.set_massive(smollm2, trace.massive, "zero", 1))
-    mean = interventions.run(smollm2, ids, interventions.set_massive(smollm2, trace.massive, "mean", 1))
+    intact = interventions.outcome(smollm2, ids)
+    zero = interventions.outcome(smollm2, ids, interventions.set_massive(smollm2, trace.massive, "zero", 1))
+    mean = interventions.outcome(smollm2, ids, interventions.set_massive(smollm2, trace.massive, "mean", 1))
     assert zero.loss - intact.loss > 2 * (mean.loss - intact.loss) > 0
     assert intact.top[0][0] == "␣Rome"
 

@@ -7,8 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-from backend import lab
+from sinkscope import lab
 
 
 @pytest.mark.parametrize("variant", lab.VARIANTS)

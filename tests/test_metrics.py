@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from backend import metrics
+from sinkscope import metrics
 
 
 def causal_uniform(n: int) -> np.ndarray:
@@ -74,7 +73,7 @@ def test_metrics_never_mutate_their_inputs() -> None:
     copies = [maps.copy(), norms.copy(), h.copy()]
     metrics.head_scores(maps, norms)
     metrics.layer_scores(h)
-    metrics.token_cosine(h, standardize=True)
+    metrics.token_cosine(h, scaled=True)
     for before, after in zip(copies, [maps, norms, h], strict=True):
         np.testing.assert_array_equal(before, after)
 
@@ -110,12 +109,18 @@ def test_token_cosine_matches_the_pairwise_definition() -> None:
     assert metrics.token_cosine(identical) == pytest.approx(1.0)
 
 
-def test_standardized_token_cosine_removes_a_shared_massive_channel() -> None:
+def test_scaled_token_cosine_divides_each_channel_by_its_rms_without_centring() -> None:
     rng = np.random.default_rng(4)
     h = rng.normal(size=(50, 16))
     h[:, 0] += 1000.0  # one channel dominates every raw cosine
     assert metrics.token_cosine(h) > 0.99
-    assert abs(metrics.token_cosine(h, standardize=True)) < 0.1
+    q = h[1:] / np.sqrt((h[1:] ** 2).mean(0))  # tokens in Q, each channel over its RMS
+    u = q / np.linalg.norm(q, axis=1, keepdims=True)
+    pairs = (u @ u.T)[~np.eye(49, dtype=bool)]
+    assert metrics.token_cosine(h, scaled=True) == pytest.approx(pairs.mean())
+    assert metrics.token_cosine(h, scaled=True) < 0.2
+    blurred = np.tile(h[1], (6, 1)) + 1e-3 * rng.normal(size=(6, 16))
+    assert metrics.token_cosine(blurred, scaled=True) > 0.99  # z-scoring would give about -1/(n-1) here
 
 
 def test_bos_cosine_is_negative_when_the_first_token_points_away() -> None:

@@ -7,13 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sinkscope.bundled import BUNDLED
+from sinkscope.capture import analyze
+from sinkscope.errors import InputError, ModelLoadError, TokenLimitError
+from sinkscope.models import LoadedModel, load_model
+from sinkscope.tokens import display_tokens, encode, token_labels
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
-from backend.capture import analyze
-from backend.errors import InputError, ModelLoadError, TokenLimitError
-from backend.models import BUNDLED, LoadedModel, load_model
-from backend.tokens import display_tokens, encode, token_labels
 from tests.conftest import build_tiny
 
 WORDS = [

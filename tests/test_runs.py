@@ -6,9 +6,8 @@ import threading
 import time
 
 import pytest
-
-from backend.runs import BoundedCache, RunQueue
-from backend.settings import Settings
+from sinkscope.runs import BoundedCache, RunQueue
+from sinkscope.settings import Settings
 
 
 def test_the_queue_runs_one_at_a_time_and_tells_waiters_their_place() -> None:

@@ -6,10 +6,10 @@ from pydoc_data.topics import topics
 
 import numpy as np
 import pytest
+from sinkscope import streaming
+from sinkscope.errors import InputError, ModelLoadError
+from sinkscope.models import LoadedModel
 
-from backend import streaming
-from backend.errors import InputError, ModelLoadError
-from backend.models import LoadedModel
 from tests.conftest import tiny_loaded
 
 
@@ -48,14 +48,14 @@ def test_a_cache_that_never_evicts_equals_the_dense_pass(random_ids: list[int]) 
 
 def test_the_window_stream_equals_its_mask_emulation_on_a_rope_model(random_ids: list[int]) -> None:
     loaded = tiny_loaded("llama-gqa")
-    streamed = streaming.run_method(loaded, random_ids, "window", sinks=2, window=6)
-    emulated = streaming.run_method(loaded, random_ids, "mask-window", sinks=2, window=6)
+    streamed = streaming.streaming_nll(loaded, random_ids, "window", sinks=2, window=6)
+    emulated = streaming.streaming_nll(loaded, random_ids, "mask-window", sinks=2, window=6)
     np.testing.assert_allclose(streamed, emulated, atol=1e-4)
 
 
 def test_recompute_re_encodes_the_last_tokens_for_every_prediction(random_ids: list[int]) -> None:
     loaded = tiny_loaded("gemma3-sliding")  # recompute needs no rotary re-assignment: any model works
-    recomputed = streaming.run_method(loaded, random_ids, "recompute", sinks=2, window=6)
+    recomputed = streaming.streaming_nll(loaded, random_ids, "recompute", sinks=2, window=6)
     assert len(recomputed) == len(random_ids) - 1
     np.testing.assert_allclose(recomputed[:7], streaming.dense(loaded, random_ids[:8]), atol=1e-5)
     for target in (8, 20, len(random_ids) - 1):
@@ -76,7 +76,7 @@ def test_a_stop_request_keeps_the_partial_result(random_ids: list[int]) -> None:
 def test_on_the_bundled_model_sinks_rescue_the_window(smollm2: LoadedModel) -> None:
     ids = smollm2.tokenizer("\n".join(topics.values()), add_special_tokens=False)["input_ids"][:200]
     ppl = {
-        m: streaming.perplexity(streaming.run_method(smollm2, ids, m, sinks=4, window=28)) for m in streaming.METHODS
+        m: streaming.perplexity(streaming.streaming_nll(smollm2, ids, m, sinks=4, window=28)) for m in streaming.METHODS
     }
     assert abs(ppl["window"] / ppl["mask-window"] - 1) < 0.01  # the same computation for RoPE models
     assert ppl["sinks"] < 0.8 * ppl["window"]  # evicting the first tokens hurts; keeping 4 of them helps

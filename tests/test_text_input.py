@@ -6,12 +6,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from backend import metrics
-from backend.errors import InputError
-from backend.figures import escape, fig_attention
-from backend.models import LoadedModel
-from backend.tokens import decode_text, display_tokens, encode, token_labels
+from sinkscope import metrics
+from sinkscope.errors import InputError
+from sinkscope.models import LoadedModel
+from sinkscope.plot import escape, fig_attention
+from sinkscope.tokens import decode_text, display_tokens, encode, token_labels
 
 
 @pytest.mark.parametrize(

@@ -15,14 +15,16 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 from pandas.io.formats.style import Styler
+from sinkscope.bundled import BUNDLED
+from sinkscope.capture import LayerMaps, Trace, analyze, attention_maps, thumbnails
+from sinkscope.errors import InputError, SinkscopeError, TokenLimitError
+from sinkscope.i18n import LANGUAGES, SEPARATORS, pick_language
+from sinkscope.models import LoadedModel, load_model, resolve_device
+from sinkscope.runs import BoundedCache, RunQueue
+from sinkscope.settings import Settings
+from sinkscope.tokens import adds_bos_by_default, decode_text, encode, has_bos
 
-from backend.capture import LayerMaps, Trace, analyze, attention_maps, thumbnails
-from backend.errors import InputError, SinkscopeError, TokenLimitError
-from backend.i18n import LANGUAGES, SEPARATORS, language, pick_language, set_language, t
-from backend.models import BUNDLED, LoadedModel, load_model, resolve_device
-from backend.runs import BoundedCache, RunQueue
-from backend.settings import Settings
-from backend.tokens import adds_bos_by_default, decode_text, encode, has_bos
+from views.text import language, say, set_language, t
 from views.url_state import CUSTOM, restore_from_url
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -208,7 +210,7 @@ def _take_upload() -> None:
         state["text"] = decode_text(upload.getvalue(), upload.name, shared().settings.max_upload_bytes)
         state["example"] = state["loaded_example"] = CUSTOM
     except InputError as err:
-        state["upload_error"] = str(err)
+        state["upload_error"] = say(err)
 
 
 def _text_input() -> str:
@@ -268,9 +270,9 @@ def sidebar() -> Request | None:
         try:
             loaded = get_model(spec, dtype)
         except SinkscopeError as err:
-            st.error(str(err))
+            st.error(say(err))
             return None
-        st.text(loaded.info.badge())
+        st.text(loaded.info.badge(language()))
         text = _text_input()
         add_bos = None
         if has_bos(loaded.tokenizer):
@@ -282,7 +284,7 @@ def sidebar() -> Request | None:
 
 
 def _token_limit_notice(request: Request, err: TokenLimitError) -> None:
-    st.warning(t("common.too_long", error=str(err), limit=err.limit))
+    st.warning(t("common.too_long", error=say(err), limit=err.limit))
     if st.button(t("common.truncate", limit=err.limit), key="truncate_button"):
         st.session_state["truncate_text"] = request.text  # only this text: a new one is checked again
         st.rerun()
@@ -298,7 +300,7 @@ def current_analysis(request: Request | None) -> Analysis | None:
         except TokenLimitError as err:
             _token_limit_notice(request, err)
         except (SinkscopeError, RuntimeError, MemoryError) as err:  # a failed run must not end the session
-            st.error(str(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
+            st.error(say(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
     previous = st.session_state.get("last_analysis")
     if previous is not None:
         st.caption(t("common.previous_result"))

@@ -5,13 +5,14 @@ from functools import partial
 import numpy as np
 import pandas as pd
 import streamlit as st
+from sinkscope import plot
+from sinkscope.capture import Trace
+from sinkscope.metrics import value_scaled, value_weighted, without_first_keys
+from sinkscope.names import DEFAULT_EPS, HEAD_COLUMNS, HEAD_METRICS, LAYER_COLUMNS
+from sinkscope.tokens import token_labels
 
-from backend import figures
-from backend.capture import HEAD_COLUMNS, LAYER_COLUMNS, Trace
-from backend.i18n import kind_label, num, t
-from backend.metrics import DEFAULT_EPS, HEAD_METRICS, value_scaled, value_weighted, without_first_keys
-from backend.tokens import token_labels
 from views import common, url_state
+from views.text import kind_label, language, num, t
 
 ZOOM = 256  # the one-head map shows at most ZOOM x ZOOM cells at full resolution
 
@@ -24,8 +25,8 @@ def head_map(trace: Trace) -> None:
     st.caption(t("explorer.sink_rate_help"))
     metric = st.radio(t("explorer.colour_by"), HEAD_METRICS, horizontal=True, key="metric")
     left, right = st.columns([3, 2])
-    left.plotly_chart(figures.fig_head_map(trace.heads, metric), key="head_map")
-    right.plotly_chart(figures.fig_kind_counts(trace.heads["kind"]), key="kind_counts")
+    left.plotly_chart(plot.fig_head_map(trace.heads, metric, lang=language()), key="head_map")
+    right.plotly_chart(plot.fig_kind_counts(trace.heads["kind"], lang=language()), key="kind_counts")
     table = pd.DataFrame(trace.head_rows())
     shown = table.assign(kind=table["kind"].map(kind_label))  # the CSV below keeps English names for tools
     shown = shown.rename(columns={"layer": t("fig.layer"), "head": t("fig.head"), "kind": t("explorer.kind")})
@@ -76,14 +77,18 @@ def one_head(request: common.Request, trace: Trace) -> None:
     if past_sink:
         raw, first_key = without_first_keys(raw), 1  # renormalized over keys 1..t: the structure under the sink
     title = t("explorer.head_title_past" if past_sink else "explorer.head_title", layer=layer, head=head)
-    fig = figures.fig_attention(raw[rows, cols], labels[rows], labels[first_key:][cols], title, log_scale, ZOOM)
+    fig = plot.fig_attention(
+        raw[rows, cols], labels[rows], labels[first_key:][cols], title, log_scale, ZOOM, lang=language()
+    )
     if options[0].toggle(t("explorer.value_units"), key="value_units"):
         weighted = value_scaled(maps.weights[head], maps.value_norms[head])
         read_title = t("explorer.writes_title")
     else:
         weighted = value_weighted(maps.weights[head], maps.value_norms[head])
         read_title = t("explorer.reads_title")
-    read = figures.fig_attention(weighted[rows, cols], labels[rows], labels[cols], read_title, log_scale, ZOOM)
+    read = plot.fig_attention(
+        weighted[rows, cols], labels[rows], labels[cols], read_title, log_scale, ZOOM, lang=language()
+    )
     left, right = st.columns(2)
     left.plotly_chart(fig, key="one_head_map")
     right.plotly_chart(read, key="value_weighted_map")
@@ -91,10 +96,10 @@ def one_head(request: common.Request, trace: Trace) -> None:
     download = st.columns(2)  # callables: the files are built only when clicked
     matrix_csv = partial(matrix_to_csv, maps.weights[head], labels)
     download[0].download_button(t("explorer.matrix_csv"), matrix_csv, f"{name}.csv", on_click="ignore")
-    page = partial(figures.figure_html, fig)
+    page = partial(plot.figure_html, fig)
     download[1].download_button(t("explorer.figure_html"), page, f"{name}.html", on_click="ignore")
-    layer_thumbs = np.stack([figures.pool_max(m, 64)[0] for m in maps.weights])[None]  # (1, head, rows, cols)
-    fig = figures.fig_thumbnails(layer_thumbs, t("fig.layer"), t("explorer.layer_heads", layer=layer))
+    layer_thumbs = np.stack([plot.pool_max(m, 64)[0] for m in maps.weights])[None]  # (1, head, rows, cols)
+    fig = plot.fig_thumbnails(layer_thumbs, t("fig.layer"), t("explorer.layer_heads", layer=layer), lang=language())
     st.plotly_chart(fig, key="layer_heads")
     url_state.sync_url()
 
@@ -102,7 +107,7 @@ def one_head(request: common.Request, trace: Trace) -> None:
 def all_heads(request: common.Request, trace: Trace) -> None:
     thumbs = common.get_thumbnails(request, trace.token_ids)
     title = t("explorer.all_heads_title", layers=thumbs.shape[0], heads=thumbs.shape[1])
-    st.plotly_chart(figures.fig_thumbnails(thumbs, t("fig.layer"), title), key="all_heads")
+    st.plotly_chart(plot.fig_thumbnails(thumbs, t("fig.layer"), title, lang=language()), key="all_heads")
     st.caption(t("explorer.all_heads_help"))
 
 
@@ -118,5 +123,7 @@ if analysis is not None:
     with tabs[2]:
         all_heads(request, trace)
     with tabs[3]:
-        st.plotly_chart(figures.fig_depth_profile(trace.heads, trace.layers["first_norm_ratio"]), key="depth")
+        st.plotly_chart(
+            plot.fig_depth_profile(trace.heads, trace.layers["first_norm_ratio"], lang=language()), key="depth"
+        )
 url_state.sync_url()

@@ -5,10 +5,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import streamlit as st
+from sinkscope import lab, plot
 
-from backend import figures, lab
-from backend.i18n import num, t
 from views import common, url_state
+from views.text import language, num, t
 
 RUNS = Path(__file__).resolve().parent.parent / "assets" / "lab"
 
@@ -39,7 +39,7 @@ def polarization() -> None:
     if not runs:
         return
     steps_of = {v: r.steps for v, r in runs.items()}
-    entropy = figures.fig_lines(
+    entropy = plot.fig_lines(
         steps_of,
         {v: r.entropy for v, r in runs.items()},
         t("lab.entropy_title"),
@@ -48,7 +48,7 @@ def polarization() -> None:
         log_x=True,
     )
     one_over_log = {v: [1 / np.log(s + 1) for s in r.steps] for v, r in runs.items()}
-    ratio = figures.fig_lines(
+    ratio = plot.fig_lines(
         one_over_log,
         {v: r.ratio for v, r in runs.items()},
         t("lab.ratio_title"),
@@ -66,13 +66,13 @@ def polarization() -> None:
     svs = {f"s{i + 1}": singular[:, i].tolist() for i in range(min(3, singular.shape[1]))}
     left, right = st.columns(2)
     left.plotly_chart(
-        figures.fig_lines(
+        plot.fig_lines(
             run.steps, coords, t("lab.weights_title", variant=shown), t("lab.step_log"), t("lab.weight"), log_x=True
         ),
         key="lab_coords",
     )
     right.plotly_chart(
-        figures.fig_lines(
+        plot.fig_lines(
             run.steps,
             svs,
             t("lab.svd_title", variant=shown),
@@ -127,11 +127,11 @@ def induction() -> None:
     steps = {v: r.steps for v, r in runs.items()}
     left, right = st.columns(2)
     left.plotly_chart(
-        figures.fig_lines(steps, {v: r.loss for v, r in runs.items()}, t("lab.loss"), t("lab.step"), t("lab.ce")),
+        plot.fig_lines(steps, {v: r.loss for v, r in runs.items()}, t("lab.loss"), t("lab.step"), t("lab.ce")),
         key="ind_loss",
     )
     right.plotly_chart(
-        figures.fig_lines(
+        plot.fig_lines(
             steps, {v: r.accuracy for v, r in runs.items()}, t("lab.accuracy_title"), t("lab.step"), t("lab.accuracy")
         ),
         key="ind_acc",
@@ -141,13 +141,13 @@ def induction() -> None:
     bos = np.array(run.bos_attention)  # (checkpoint, layer, head)
     per_head = {f"L{layer}H{head}": bos[:, layer, head].tolist() for layer, head in np.ndindex(bos.shape[1:])}
     st.plotly_chart(
-        figures.fig_lines(run.steps, per_head, t("lab.bos_title", variant=shown), t("lab.step"), t("lab.bos_axis")),
+        plot.fig_lines(run.steps, per_head, t("lab.bos_title", variant=shown), t("lab.step"), t("lab.bos_axis")),
         key="ind_bos",
     )
     checkpoint = st.select_slider(t("lab.checkpoint"), run.steps, run.steps[-1], key="ind_checkpoint")
     maps = np.array(run.maps[run.steps.index(checkpoint)])  # (layer, head, query, key)
     title = t("lab.maps_title", step=checkpoint)
-    st.plotly_chart(figures.fig_thumbnails(maps, t("fig.layer"), title), key="ind_maps")
+    st.plotly_chart(plot.fig_thumbnails(maps, t("fig.layer"), title, lang=language()), key="ind_maps")
     end_state(runs)
 
 

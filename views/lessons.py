@@ -8,14 +8,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import streamlit as st
+from sinkscope import interventions, plot
+from sinkscope.capture import Trace
+from sinkscope.errors import SinkscopeError
+from sinkscope.geometry import key_geometry
+from sinkscope.interventions import Intervention, Outcome
 
-from backend import figures, interventions
-from backend.capture import Trace
-from backend.errors import SinkscopeError
-from backend.geometry import key_geometry
-from backend.i18n import num, t
-from backend.interventions import Intervention, Outcome
 from views import common
+from views.text import num, say, t
 
 
 def analysis() -> common.Analysis | None:
@@ -31,8 +31,8 @@ def cached(request: common.Request, what: str, args: tuple, run: Callable[[], An
 
 def outcome(request: common.Request, ids: tuple[int, ...], change: Intervention | None) -> Outcome:
     loaded = common.get_model(request.model, request.dtype)
-    run = lambda: interventions.run(loaded, ids, change)  # noqa: E731
-    message = t("lesson.running_intact") if change is None else t("lesson.running_with", change=change.label)
+    run = lambda: interventions.outcome(loaded, ids, change)  # noqa: E731
+    message = t("lesson.running_intact") if change is None else t("lesson.running_with", change=say(change.message))
     return cached(request, "outcome", (ids, change), run, message)
 
 
@@ -46,7 +46,7 @@ def attempt(run: Callable[[], Any]) -> Any | None:
     try:
         return run()
     except (SinkscopeError, RuntimeError, MemoryError) as err:
-        st.error(str(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
+        st.error(say(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
         return None
 
 
@@ -84,7 +84,7 @@ def comparison(intact: Outcome, changed: list[tuple[Intervention, Outcome]], key
 
     Labels come from the interventions, not the cached outcomes, so they follow the viewer's language.
     """
-    runs = [(t("lesson.intact"), intact)] + [(change.label, found) for change, found in changed]
+    runs = [(t("lesson.intact"), intact)] + [(say(change.message), found) for change, found in changed]
     rows = [
         {
             t("lesson.col_run"): label,
@@ -99,7 +99,7 @@ def comparison(intact: Outcome, changed: list[tuple[Intervention, Outcome]], key
     st.dataframe(common.local_table(pd.DataFrame(rows), 3), hide_index=True, width="stretch", key=f"{key}_table")
     layers = list(range(intact.heads["sink"].shape[0]))
     series = {label: np.nanmean(o.heads["sink"], 1).tolist() for label, o in runs}
-    fig = figures.fig_lines(layers, series, t("lesson.sinks_title"), t("fig.layer"), "sink")
+    fig = plot.fig_lines(layers, series, t("lesson.sinks_title"), t("fig.layer"), "sink")
     st.plotly_chart(fig, key=f"{key}_sinks")
 
 

@@ -4,11 +4,11 @@ import time
 
 import pandas as pd
 import streamlit as st
+from sinkscope import plot, streaming
+from sinkscope.errors import SinkscopeError
 
-from backend import figures, streaming
-from backend.errors import SinkscopeError
-from backend.i18n import num, t
 from views import common, url_state
+from views.text import language, num, say, t
 
 SINK_CHOICES = [0, 1, 2, 4, 8]
 PAPER_POLICIES = ["stream.paper_dense", "stream.paper_window", "stream.paper_recompute", "stream.paper_sinks"]
@@ -84,7 +84,7 @@ def run_all(request: common.Request, config: dict, ids: list[int]) -> None:
             return True
 
         with common.shared().queue(request.model).turn():
-            nll = streaming.run_method(loaded, ids, method, config["sinks"], config["window"], progress)
+            nll = streaming.streaming_nll(loaded, ids, method, config["sinks"], config["window"], progress)
         results["curves"][method] = list(nll)
         results["seconds"][method] = time.monotonic() - start
     bar.empty()
@@ -103,9 +103,9 @@ def show_results(results: dict) -> None:
     st.dataframe(common.local_table(pd.DataFrame(rows), 3), hide_index=True, key="stream_table")
     width = max(8, config["window"] // 2)
     labels = {method: method_label(method) for method in curves}
-    st.plotly_chart(figures.fig_stream_nll(curves, labels, size, width), key="stream_nll")
+    st.plotly_chart(plot.fig_stream_nll(curves, labels, size, width, lang=language()), key="stream_nll")
     step = st.slider(t("stream.cache_step"), 0, config["tokens"] - 1, min(config["tokens"] - 1, size + 10))
-    membership = figures.fig_cache_membership(config["tokens"], config["sinks"], config["window"], step)
+    membership = plot.fig_cache_membership(config["tokens"], config["sinks"], config["window"], step, lang=language())
     st.plotly_chart(membership, key="cache_membership")
 
 
@@ -115,12 +115,14 @@ def sink_sweep(request: common.Request, ids: list[int], cache_size: int) -> None
     if st.button(t("stream.sweep"), key="sweep"):
         loaded = common.get_model(request.model, request.dtype)
         with st.spinner(t("stream.sweeping")), common.shared().queue(request.model).turn():
-            ppl = [streaming.perplexity(streaming.run_method(loaded, ids, engine, s, max(1, cache_size - s)))
+            ppl = [streaming.perplexity(streaming.streaming_nll(loaded, ids, engine, s, max(1, cache_size - s)))
                    for s in SINK_CHOICES]  # fmt: skip
         st.session_state["sweep_result"] = (ppl, cache_size, engine)
     if "sweep_result" in st.session_state:
         ppl, size, used = st.session_state["sweep_result"]
-        st.plotly_chart(figures.fig_ppl_vs_sinks(SINK_CHOICES, ppl, size, engine_label(used)), key="sweep_chart")
+        st.plotly_chart(
+            plot.fig_ppl_vs_sinks(SINK_CHOICES, ppl, size, engine_label(used), lang=language()), key="sweep_chart"
+        )
 
 
 def gibberish_demo(request: common.Request, ids: list[int]) -> None:
@@ -147,7 +149,7 @@ if request is not None:
         loaded = common.get_model(request.model, request.dtype)
         streaming.rotary_of(loaded.model)
     except SinkscopeError as err:
-        st.error(str(err))
+        st.error(say(err))
         st.stop()
     limit = min(4096, 2 * common.shared().settings.max_tokens)
     run, config = controls(limit)

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Collection
 
 import streamlit as st
-
-from backend.metrics import HEAD_METRICS
-from backend.models import BUNDLED
-from backend.settings import Settings
+from sinkscope.bundled import BUNDLED
+from sinkscope.names import HEAD_METRICS
+from sinkscope.settings import Settings
 
 CUSTOM = "custom"
 URL_TEXT_LIMIT = 1500  # longer custom texts are not put in the URL

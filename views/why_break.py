@@ -1,11 +1,11 @@
 """Lesson 5: break the sink, by removing it, by replacing the first token, or by nudging it."""
 
 import streamlit as st
+from sinkscope import interventions
+from sinkscope.capture import Trace
 
-from backend import interventions
-from backend.capture import Trace
-from backend.i18n import num, t
 from views import common, lessons, url_state
+from views.text import num, t
 
 REPLACEMENTS = {
     "\n": "break.newline",

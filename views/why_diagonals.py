@@ -2,13 +2,12 @@
 
 import numpy as np
 import streamlit as st
+from sinkscope import interventions, plot
+from sinkscope.capture import Trace
+from sinkscope.metrics import nan_mean
 
-from backend import figures, interventions
-from backend.capture import Trace
-from backend.i18n import num, t
-from backend.lesson_figures import fig_kind_output, fig_smoothing_depth
-from backend.metrics import nan_mean
 from views import common, lessons, url_state
+from views.text import language, num, say, t
 
 DIRECTIONS = {"sink": "diag.sink_to_diagonal", "diagonal": "diag.diagonal_to_sink"}
 NONE_FOUND = {"sink": "diag.none_sink", "diagonal": "diag.none_diagonal"}
@@ -16,7 +15,7 @@ NONE_FOUND = {"sink": "diag.none_sink", "diagonal": "diag.none_diagonal"}
 
 def depth(trace: Trace) -> None:
     entropy = nan_mean(trace.heads["entropy"], axis=1)
-    st.plotly_chart(fig_smoothing_depth(trace.layers, entropy), key="dg_depth")
+    st.plotly_chart(plot.fig_smoothing_depth(trace.layers, entropy, lang=language()), key="dg_depth")
     away = np.flatnonzero(trace.layers["bos_cosine"] <= 0)
     where = ", ".join(f"h^{layer}" for layer in away) if away.size else t("diag.no_layer")
     st.caption(t("diag.depth_help", where=where))
@@ -24,8 +23,10 @@ def depth(trace: Trace) -> None:
 
 def kinds(trace: Trace) -> None:
     left, right = st.columns(2)
-    left.plotly_chart(figures.fig_kind_counts(trace.heads["kind"]), key="dg_kinds")
-    right.plotly_chart(fig_kind_output(trace.heads["kind"], trace.heads["output_norm"]), key="dg_output")
+    left.plotly_chart(plot.fig_kind_counts(trace.heads["kind"], lang=language()), key="dg_kinds")
+    right.plotly_chart(
+        plot.fig_kind_output(trace.heads["kind"], trace.heads["output_norm"], lang=language()), key="dg_output"
+    )
     st.caption(t("diag.kinds_help"))
 
 
@@ -52,9 +53,9 @@ def intervention(request: common.Request, trace: Trace) -> list[interventions.Ou
     if found is None:
         return []
     lessons.comparison(found[0], [(change, found[1])], "dg_compare")
-    series = {t("lesson.intact"): found[0].token_cosine.tolist(), change.label: found[1].token_cosine.tolist()}
+    series = {t("lesson.intact"): found[0].token_cosine.tolist(), say(change.message): found[1].token_cosine.tolist()}
     layers_axis = list(range(len(found[0].token_cosine)))
-    fig = figures.fig_lines(layers_axis, series, t("diag.cosine_title"), t("massive.layer_axis"), t("diag.cosine_axis"))
+    fig = plot.fig_lines(layers_axis, series, t("diag.cosine_title"), t("massive.layer_axis"), t("diag.cosine_axis"))
     st.plotly_chart(fig, key="dg_cosine")
     return found
 

@@ -3,12 +3,11 @@
 import numpy as np
 import pandas as pd
 import streamlit as st
+from sinkscope import interventions, plot
+from sinkscope.capture import Trace
 
-from backend import figures, interventions
-from backend.capture import Trace
-from backend.i18n import num, t
-from backend.lesson_figures import fig_channel_map
 from views import common, lessons, url_state
+from views.text import language, num, t
 
 MODES = {"zero": "massive.mode_zero", "mean": "massive.mode_mean"}
 
@@ -16,7 +15,7 @@ MODES = {"zero": "massive.mode_zero", "mean": "massive.mode_mean"}
 def magnitudes(trace: Trace) -> None:
     layers = list(range(len(trace.layers["top1"])))
     series = {name: trace.layers[name].tolist() for name in ("top1", "top2", "top3", "median_abs")}
-    fig = figures.fig_lines(layers, series, t("massive.top_title"), t("massive.layer_axis"), "|h| (log)", log_y=True)
+    fig = plot.fig_lines(layers, series, t("massive.top_title"), t("massive.layer_axis"), "|h| (log)", log_y=True)
     st.plotly_chart(fig, key="ma_top")
     if not trace.massive:
         st.info(t("massive.none"))
@@ -34,7 +33,7 @@ def channel_map(trace: Trace) -> None:
     st.session_state.setdefault("ma_layer", int(np.argmax(trace.layers["top1"])))
     common.clamp("ma_layer", n_states - 1)
     layer = st.slider(t("massive.map_layer"), 0, n_states - 1, key="ma_layer")
-    st.plotly_chart(fig_channel_map(trace.residual[layer], list(trace.tokens)), key="ma_map")
+    st.plotly_chart(plot.fig_channel_map(trace.residual[layer], list(trace.tokens), lang=language()), key="ma_map")
 
 
 def intervention(request: common.Request, trace: Trace) -> dict[str, tuple]:

@@ -2,14 +2,13 @@
 
 import numpy as np
 import streamlit as st
+from sinkscope import plot
+from sinkscope.capture import Trace
+from sinkscope.metrics import value_weighted
+from sinkscope.tokens import token_labels
 
-from backend import figures
-from backend.capture import Trace
-from backend.i18n import kind_label, num, t
-from backend.lesson_figures import fig_sink_scatter
-from backend.metrics import value_weighted
-from backend.tokens import token_labels
 from views import common, lessons, url_state
+from views.text import kind_label, language, num, t
 
 
 def one_head(request: common.Request, trace: Trace) -> None:
@@ -23,9 +22,9 @@ def one_head(request: common.Request, trace: Trace) -> None:
     cells[3].metric(t("explorer.kind"), kind_label(heads["kind"][layer, head]))
     maps = common.get_layer_maps(request, trace.token_ids, layer)
     labels = token_labels(trace.tokens)
-    raw = figures.fig_attention(maps.weights[head], labels, labels, t("reads.looks_title"))
+    raw = plot.fig_attention(maps.weights[head], labels, labels, t("reads.looks_title"), lang=language())
     read = value_weighted(maps.weights[head], maps.value_norms[head])
-    read_fig = figures.fig_attention(read, labels, labels, t("reads.reads_title"))
+    read_fig = plot.fig_attention(read, labels, labels, t("reads.reads_title"), lang=language())
     left, right = st.columns(2)
     left.plotly_chart(raw, key="rn_raw")
     right.plotly_chart(read_fig, key="rn_read")
@@ -35,7 +34,7 @@ def one_head(request: common.Request, trace: Trace) -> None:
         t("reads.typical_line"): [typical] * trace.n_tokens,
     }
     title = t("reads.output_title", layer=layer, head=head)
-    st.plotly_chart(figures.fig_lines(labels, series, title, t("softmax.query_token"), "norm"), key="rn_output")
+    st.plotly_chart(plot.fig_lines(labels, series, title, t("softmax.query_token"), "norm"), key="rn_output")
     st.caption(t("reads.output_help"))
 
 
@@ -53,9 +52,9 @@ def key_geometry(request: common.Request, trace: Trace) -> dict[str, np.ndarray]
         t("reads.with_earlier"): found["other_key_cosine"].tolist(),
     }
     left, right = st.columns(2)
-    norm_fig = figures.fig_lines(layers, norms, t("reads.key_norm_title"), t("fig.layer"), "‖k‖")
+    norm_fig = plot.fig_lines(layers, norms, t("reads.key_norm_title"), t("fig.layer"), "‖k‖")
     left.plotly_chart(norm_fig, key="rn_key_norm")
-    cos_fig = figures.fig_lines(layers, cosines, t("reads.cosine_title"), t("fig.layer"), t("reads.cosine"))
+    cos_fig = plot.fig_lines(layers, cosines, t("reads.cosine_title"), t("fig.layer"), t("reads.cosine"))
     right.plotly_chart(cos_fig, key="rn_key_cos")
     st.caption(t("reads.geometry_help"))
     return found
@@ -84,7 +83,7 @@ if analysis is not None:
     request, trace = analysis.request, analysis.trace
     one_head(request, trace)
     st.subheader(t("reads.scatter_heading"))
-    st.plotly_chart(fig_sink_scatter(trace.heads), key="rn_scatter")
+    st.plotly_chart(plot.fig_sink_scatter(trace.heads, lang=language()), key="rn_scatter")
     st.subheader(t("reads.geometry_heading"))
     paper(trace, key_geometry(request, trace))
 url_state.sync_url()

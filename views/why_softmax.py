@@ -3,13 +3,12 @@
 import numpy as np
 import pandas as pd
 import streamlit as st
+from sinkscope import metrics, plot
+from sinkscope.capture import Trace
+from sinkscope.tokens import token_labels
 
-from backend import figures, metrics
-from backend.capture import Trace
-from backend.i18n import num, t
-from backend.lesson_figures import fig_softmax_variants
-from backend.tokens import token_labels
 from views import common, lessons, url_state
+from views.text import language, num, t
 
 PRESETS = {
     "nothing": (0.2, -0.1, 0.1, 0.0, -0.2, 0.1),
@@ -68,7 +67,7 @@ def toy_row() -> None:
         t("softmax.sigmoid_bars", b=num(bias, "g")): metrics.sigmoid_attention(scores, bias),
     }
     labels = [f"k{j}" for j in range(len(scores))]
-    st.plotly_chart(fig_softmax_variants(labels, weights), key="sm_bars")
+    st.plotly_chart(plot.fig_softmax_variants(labels, weights, lang=language()), key="sm_bars")
     st.caption(t("softmax.bars_help"))
     numeric_check(scores)
 
@@ -96,9 +95,9 @@ def on_the_model(request: common.Request, trace: Trace) -> None:
         t("softmax.first_line"): maps.weights[head][:, 0].tolist(),
     }
     title = t("softmax.withheld_title", layer=layer, head=head)
-    fig = figures.fig_lines(labels, series, title, t("softmax.query_token"), t("softmax.share"))
+    fig = plot.fig_lines(labels, series, title, t("softmax.query_token"), t("softmax.share"))
     st.plotly_chart(fig, key="sm_withheld")
-    st.plotly_chart(figures.fig_head_map(trace.heads, "withheld"), key="sm_withheld_map")
+    st.plotly_chart(plot.fig_head_map(trace.heads, "withheld", lang=language()), key="sm_withheld_map")
     st.caption(t("softmax.counterfactual"))
 
 

@@ -6,8 +6,8 @@ import re
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
+from sinkscope import i18n
 
-from backend import i18n
 from tests.browser.test_app_browser import LOAD
 
 PAGES = {"": "explorer.title", "softmax": "softmax.title", "massive": "massive.title", "lab": "lab.title"}

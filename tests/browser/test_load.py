@@ -19,9 +19,9 @@ from urllib.parse import quote
 
 import numpy as np
 from playwright.async_api import Page, async_playwright
+from sinkscope.capture import analyze
+from sinkscope.models import LoadedModel
 
-from backend.capture import analyze
-from backend.models import LoadedModel
 from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 
 SESSIONS = 8

@@ -1,8 +1,8 @@
 """A chunked attention function that reduces every head to its metrics while the forward runs.
 
-Registered with transformers as ``sinkscope``. Outside a ``recording`` block it is plain SDPA,
-so the shared model keeps no per-request state: each call finds its recorder in a context
-variable that belongs to the calling thread.
+Registered with transformers as ``sinkscope``. Outside a ``recording`` or ``changing`` block it is
+plain SDPA, so the shared model keeps no per-request state: each call finds its recorder and its
+change (an intervention) in context variables that belong to the calling thread.
 """
 
 from __future__ import annotations
@@ -12,19 +12,33 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Protocol
 
+import numpy as np
 import torch
 from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
 
+from sinkscope.arrays import bin_index
+from sinkscope.names import HEAD
+
 ATTENTION_NAME = "sinkscope"
 ATTENTION_LABEL = "sinkscope (chunked eager, float32 softmax)"
 CHUNK_ROWS = 64
-HEAD_SUMS = ("sink", "diagonal", "previous_token", "entropy", "value_sink", "withheld", "output_norm")
+HEAD_SUMS = tuple(m.name for m in HEAD if m.name != "value_norm_ratio")  # the order _Reducer.add stacks them
 MIN_SCORE = torch.finfo(torch.float32).min  # a blocked key: its softmax weight is exactly 0
 ScoreEdit = Callable[[int, torch.Tensor, torch.Tensor], None]  # (layer, scores, key position of each row), in place
 ResidualEdit = Callable[[int, torch.Tensor], torch.Tensor]  # (index l of h^l, hidden) -> new hidden
+
+
+class Change(Protocol):
+    """What an intervention may edit inside a forward pass (``sinkscope.interventions``); None: nothing."""
+
+    edit_scores: ScoreEdit | None
+    edit_residual: ResidualEdit | None
+
+    def input_ids(self, ids: list[int]) -> list[int]: ...
 
 
 class StopForward(Exception):
@@ -46,8 +60,6 @@ class Recorder:
     first_value_ratio: dict[int, torch.Tensor] = field(default_factory=dict)
     thumbnails: dict[int, torch.Tensor] = field(default_factory=dict)
     masks: dict[tuple, MaskFacts] = field(default_factory=dict)
-    edit_scores: ScoreEdit | None = None  # an intervention on pre-softmax scores (backend.interventions)
-    edit_residual: ResidualEdit | None = None  # an intervention on the residual stream
     withheld: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos), kept maps only
     output_norms: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos)
 
@@ -64,10 +76,30 @@ class Recorder:
             self.masks[key] = MaskFacts.of(mask, n_queries, n_keys, device)
         return self.masks[key]
 
+    def residual_stream(self) -> np.ndarray:
+        """The captured h^0 .. h^L as one float32 array (layer + 1, token, d_model)."""
+        return torch.stack([h[0] for h in self.residual]).float().cpu().numpy()
+
 
 _current: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("sinkscope_recorder", default=None)
 Attend = Callable[..., tuple]
 _override: contextvars.ContextVar[Attend | None] = contextvars.ContextVar("sinkscope_override", default=None)
+_change: contextvars.ContextVar[Change | None] = contextvars.ContextVar("sinkscope_change", default=None)
+
+
+@contextmanager
+def changing(change: Change) -> Iterator[Change]:
+    """Apply ``change`` to every forward pass this thread runs in the block (public: ``sinkscope.intervene``)."""
+    token = _change.set(change)
+    try:
+        yield change
+    finally:
+        _change.reset(token)
+
+
+def current_change() -> Change | None:
+    """The intervention this thread's forward passes apply, if any."""
+    return _change.get()
 
 
 @contextmanager
@@ -179,7 +211,8 @@ def sinkscope_attention(
     reduce = recorder is not None and recorder.reduce
     keep = recorder is not None and layer in recorder.maps_of
     pool = recorder.pool if recorder is not None else None
-    edit = partial(recorder.edit_scores, layer) if recorder is not None and recorder.edit_scores else None
+    change = _change.get()
+    edit = partial(change.edit_scores, layer) if change is not None and change.edit_scores else None
     if not (reduce or keep or pool or edit) and softcap is None:
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     if query.shape[0] != 1:
@@ -222,6 +255,16 @@ def _keep_layer(
     recorder.output_norms[layer] = projected_norms(per_head, output_gram(module, n_heads, head_dim))
     if recorder.stop_after == layer:
         raise StopForward
+
+
+def eager(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
+    scaling: float | None = None, softcap: float | None = None,
+) -> tuple[torch.Tensor, None]:  # fmt: skip
+    """The model's own attention math, chunked, recording nothing: for functions passed to ``overriding``."""
+    facts = MaskFacts.of(mask, query.shape[2], key.shape[2], query.device)
+    scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+    return chunked_attention(query * scaling, key, value, facts, softcap), None
 
 
 def chunked_attention(
@@ -285,8 +328,8 @@ def _max_pool_into(thumbs: torch.Tensor, weights: torch.Tensor, first_row: int, 
     """Max-pool rows ``first_row ..`` of (head, rows, keys) weights into (head, out_rows, out_cols)."""
     n_heads, rows, end = weights.shape
     out_rows, out_cols = thumbs.shape[1:]
-    col_bin = (torch.arange(end, device=weights.device) * out_cols) // n_keys
-    row_bin = (torch.arange(first_row, first_row + rows, device=weights.device) * out_rows) // n_queries
+    col_bin = torch.from_numpy(bin_index(n_keys, out_cols)[:end]).to(weights.device)  # the bins of arrays.pool_max
+    row_bin = torch.from_numpy(bin_index(n_queries, out_rows)[first_row : first_row + rows]).to(weights.device)
     by_col = torch.zeros(n_heads, rows, out_cols, device=weights.device)
     by_col.scatter_reduce_(2, col_bin.expand(n_heads, rows, end), weights, "amax")  # (head, rows, out_cols)
     thumbs.scatter_reduce_(1, row_bin.view(1, -1, 1).expand(n_heads, rows, out_cols), by_col, "amax")

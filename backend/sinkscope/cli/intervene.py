@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from backend.cli import finite, model_options, read_text_file, text_options
-from backend.errors import InputError, TokenLimitError
+from sinkscope.cli.common import UsageError, finite, ids_of, load, model_options, text_options
 
-log = logging.getLogger("sinkscope")
 FORCE_CHOICES = {"sink-to-diagonal": ("sink", "diagonal"), "diagonal-to-sink": ("diagonal", "sink")}
 ESCAPES = {"\\n": "\n", "\\t": "\t", "\\s": " "}
 
@@ -26,15 +23,15 @@ def parse_layers(spec: str | None, n_layers: int) -> tuple[int, ...]:
             low, _, high = part.strip().partition("-")
             layers.update(range(int(low), int(high or low) + 1))
     except ValueError as err:
-        raise InputError(f"--layers '{spec}' is not a list like 2-29 or 1,3,5.") from err
+        raise UsageError(f"--layers '{spec}' is not a list like 2-29 or 1,3,5.") from err
     if not layers or min(layers) < 0 or max(layers) >= n_layers:
-        raise InputError(f"--layers '{spec}' is outside this model's layers 0-{n_layers - 1}.")
+        raise UsageError(f"--layers '{spec}' is outside this model's layers 0-{n_layers - 1}.")
     return tuple(sorted(layers))
 
 
 def _changes(args: argparse.Namespace, loaded: object, ids: list[int]) -> list[object]:
-    from backend import interventions as iv
-    from backend.capture import analyze_ids
+    from sinkscope import interventions as iv
+    from sinkscope.capture import analyze_ids
 
     layers = parse_layers(args.layers, loaded.info.n_layers)
     changes: list[object] = []
@@ -56,11 +53,11 @@ def _changes(args: argparse.Namespace, loaded: object, ids: list[int]) -> list[o
 
 def _check_numbers(args: argparse.Namespace) -> None:
     if args.drop_first is not None and args.drop_first < 1:
-        raise InputError("--drop-first must be at least 1.")
+        raise UsageError("--drop-first must be at least 1.")
     if args.perturb is not None and args.perturb < 1:
-        raise InputError("--perturb names the token compared with token 0: at least 1.")
+        raise UsageError("--perturb names the token compared with token 0: at least 1.")
     if args.size <= 0 or args.from_layer < 0:
-        raise InputError("--size must be positive and --from-layer at least 0.")
+        raise UsageError("--size must be positive and --from-layer at least 0.")
 
 
 def _bos(loaded: object) -> int | None:
@@ -85,26 +82,19 @@ def _line(label: str, outcome: object, intact: object) -> str:
     return f"{label:60s} loss {outcome.loss:7.3f} ({delta:+.3f})  sink {outcome.heads['sink'].mean():.3f}  {top}"
 
 
-def run_intervene(args: argparse.Namespace) -> None:
-    from backend import interventions as iv
-    from backend.models import load_model
-    from backend.tokens import encode
+def run(args: argparse.Namespace) -> None:
+    from sinkscope import interventions as iv
 
     _check_numbers(args)
-    text = read_text_file(args.text_file) if args.text_file else args.text
-    loaded = load_model(args.model, device=args.device, dtype=args.dtype, progress=log.info)
-    limit = min(args.max_tokens or loaded.info.max_tokens, loaded.info.max_tokens)
-    try:
-        ids = encode(loaded.tokenizer, text or "", limit, truncate=args.max_tokens is not None)
-    except TokenLimitError as err:
-        raise InputError(f"{err} Pass --max-tokens N to use only the first N tokens.") from err
+    loaded = load(args)
+    ids = ids_of(args, loaded)
     changes = _changes(args, loaded, ids)
     if not changes and args.perturb is None:
-        raise InputError("Choose at least one intervention: --drop-first, --replace-first, --zero-massive, "
+        raise UsageError("Choose at least one intervention: --drop-first, --replace-first, --zero-massive, "
                          "--mean-massive, --force or --perturb.")  # fmt: skip
     print(f"model: {loaded.info.badge()}\n{len(ids)} tokens")
-    intact = iv.run(loaded, ids)
-    runs = [("intact", intact)] + [(change.label, iv.run(loaded, ids, change)) for change in changes]
+    intact = iv.outcome(loaded, ids)
+    runs = [("intact", intact)] + [(change.label, iv.outcome(loaded, ids, change)) for change in changes]
     for label, outcome in runs:
         print(_line(label, outcome, intact))
     report = {"model": loaded.info.__dict__, "n_tokens": len(ids), "intact": outcome_json("intact", intact, intact)}
@@ -118,7 +108,7 @@ def run_intervene(args: argparse.Namespace) -> None:
 def _sensitivity(
     loaded: object, ids: list[int], position: int, size: float, say: Callable[[str], None]
 ) -> dict[str, object]:
-    from backend import interventions as iv
+    from sinkscope import interventions as iv
 
     absolute = size * iv.embedding_scale(loaded, ids)
     kl = iv.sensitivity(loaded, ids, [0, position], absolute)
@@ -128,7 +118,7 @@ def _sensitivity(
     return {"size": absolute, "kl": {str(at): value for at, value in kl.items()}}
 
 
-def add_intervene(commands: argparse._SubParsersAction) -> None:
+def add(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser("intervene", help="break a mechanism; loss and predictions before and after")
     model_options(command)
     text_options(command)
@@ -142,4 +132,4 @@ def add_intervene(commands: argparse._SubParsersAction) -> None:
     command.add_argument("--perturb", type=int, metavar="POS", help="compare perturbing token 0 with token POS")
     command.add_argument("--size", type=float, default=1.0, help="perturbation length / median embedding norm")
     command.add_argument("--json", help="write everything as JSON here")
-    command.set_defaults(run=run_intervene)
+    command.set_defaults(run=run)

@@ -1,24 +1,31 @@
 """Interventions: change one thing inside a forward pass and measure what the model does without it.
 
 Each intervention is a frozen dataclass of plain values (so results cache by it). It may rewrite the
-input ids, the pre-softmax scores of chosen layers and heads, or cells of the residual stream; the
-edits ride on the thread's recorder, so the shared model keeps no state. ``run`` applies one.
+input ids, the pre-softmax scores of chosen layers and heads, or cells of the residual stream. The
+edits live in a context variable of the calling thread, so the shared model keeps no state::
+
+    with sinkscope.intervene(model, DropFirst(1, layers=tuple(range(2, 30)))):
+        broken = sinkscope.analyze(model, text)        # every forward pass in the block is changed
+
+``outcome`` measures one changed run against the text (loss, predictions, head metrics).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from backend import attention, metrics
-from backend.capture import head_metrics, install_residual_hooks, run_forward
-from backend.errors import InputError
-from backend.i18n import num, t
-from backend.models import LoadedModel
-from backend.streaming import builtin_text
-from backend.tokens import display_token, encode
+from sinkscope import attention, metrics
+from sinkscope.capture import head_metrics, install_residual_hooks, run_forward
+from sinkscope.errors import InputError
+from sinkscope.i18n import Message
+from sinkscope.models import LoadedModel
+from sinkscope.streaming import builtin_text
+from sinkscope.tokens import display_token, encode
 
 TOP_K = 5
 
@@ -31,17 +38,62 @@ def layer_span(layers: tuple[int, ...]) -> str:
 
 
 class Intervention:
-    """No-op defaults: a subclass overrides what it changes."""
+    """No-op defaults: a subclass overrides what it changes. ``message`` names it in any language."""
 
     edit_scores: attention.ScoreEdit | None = None
     edit_residual: attention.ResidualEdit | None = None
 
     @property
+    def message(self) -> Message:
+        return Message.of("lesson.intact")
+
+    @property
     def label(self) -> str:
-        raise NotImplementedError
+        """The English name, for the command line and notebooks."""
+        return self.message.text()
 
     def input_ids(self, ids: list[int]) -> list[int]:
         return ids
+
+
+@dataclass(frozen=True)
+class Together(Intervention):
+    """Several interventions in one run: ids, scores and residual edits applied in the given order."""
+
+    parts: tuple[Intervention, ...]
+
+    @property
+    def message(self) -> Message:
+        return Message.of("iv.together", names=" + ".join(part.label for part in self.parts))
+
+    def input_ids(self, ids: list[int]) -> list[int]:
+        for part in self.parts:
+            ids = part.input_ids(ids)
+        return ids
+
+    def edit_scores(self, layer: int, scores: torch.Tensor, rows: torch.Tensor) -> None:
+        for part in self.parts:
+            if part.edit_scores is not None:
+                part.edit_scores(layer, scores, rows)
+
+    def edit_residual(self, index: int, hidden: torch.Tensor) -> torch.Tensor:
+        for part in self.parts:
+            if part.edit_residual is not None:
+                hidden = part.edit_residual(index, hidden)
+        return hidden
+
+
+@contextmanager
+def intervene(loaded: LoadedModel, *changes: Intervention) -> Iterator[Intervention]:
+    """Apply ``changes`` to every forward pass of ``loaded`` that this thread runs inside the block.
+
+    ``analyze``, ``attention_maps``, ``run`` and a plain ``loaded.model(...)`` call all see them;
+    other threads (other app sessions) do not.
+    """
+    install_residual_hooks(loaded.model)
+    change = changes[0] if len(changes) == 1 else Together(tuple(changes))
+    with attention.changing(change):
+        yield change
 
 
 @dataclass(frozen=True)
@@ -52,8 +104,8 @@ class DropFirst(Intervention):
     layers: tuple[int, ...]
 
     @property
-    def label(self) -> str:
-        return t("iv.drop", k=self.k, layers=layer_span(self.layers))
+    def message(self) -> Message:
+        return Message.of("iv.drop", k=self.k, layers=layer_span(self.layers))
 
     def edit_scores(self, layer: int, scores: torch.Tensor, rows: torch.Tensor) -> None:
         if layer in self.layers:
@@ -69,8 +121,8 @@ class ForceHeads(Intervention):
     to: str
 
     @property
-    def label(self) -> str:
-        return t("iv.force_sink" if self.to == "sink" else "iv.force_diagonal", n=len(self.heads))
+    def message(self) -> Message:
+        return Message.of("iv.force_sink" if self.to == "sink" else "iv.force_diagonal", n=len(self.heads))
 
     def edit_scores(self, layer: int, scores: torch.Tensor, rows: torch.Tensor) -> None:
         chosen = [head for at, head in self.heads if at == layer]
@@ -93,9 +145,9 @@ class SetActivations(Intervention):
     from_layer: int
 
     @property
-    def label(self) -> str:
+    def message(self) -> Message:
         key = "iv.massive_zero" if self.values is None else "iv.massive_mean"
-        return t(key, n=len(self.cells), layer=self.from_layer)
+        return Message.of(key, n=len(self.cells), layer=self.from_layer)
 
     def edit_residual(self, index: int, hidden: torch.Tensor) -> torch.Tensor:
         if index < self.from_layer or not self.cells:
@@ -116,8 +168,8 @@ class Perturb(Intervention):
     seed: int = 0
 
     @property
-    def label(self) -> str:
-        return t("iv.perturb", position=self.position, size=num(self.size, "g"))
+    def message(self) -> Message:
+        return Message.of("iv.perturb", position=self.position, size=float(self.size))
 
     def edit_residual(self, index: int, hidden: torch.Tensor) -> torch.Tensor:
         if index != 0:
@@ -136,8 +188,8 @@ class ReplaceFirst(Intervention):
     token: str
 
     @property
-    def label(self) -> str:
-        return t("iv.replace", token=repr(self.token))
+    def message(self) -> Message:
+        return Message.of("iv.replace", token=repr(self.token))
 
     def input_ids(self, ids: list[int]) -> list[int]:
         return [self.token_id, *ids[1:]]
@@ -165,20 +217,15 @@ def _forward(
     ``measure`` also reduces every head and keeps the residual stream; without it attention runs as SDPA.
     """
     if len(ids) < 2:
-        raise InputError(t("error.two_tokens"))
+        raise InputError("error.two_tokens")
     change = change or Intervention()
-    install_residual_hooks(loaded.model)
-    recorder = attention.Recorder(
-        reduce=measure,
-        residual=[None] * (loaded.info.n_layers + 1) if measure else None,
-        edit_scores=change.edit_scores,
-        edit_residual=change.edit_residual,
-    )
-    logits = run_forward(loaded, change.input_ids(list(ids)), recorder, logits_from=logits_from)
+    recorder = attention.Recorder(reduce=measure, residual=[None] * (loaded.info.n_layers + 1) if measure else None)
+    with intervene(loaded, change):
+        logits = run_forward(loaded, change.input_ids(list(ids)), recorder, logits_from=logits_from)
     return torch.log_softmax(logits.float(), dim=-1), recorder
 
 
-def run(loaded: LoadedModel, ids: list[int] | tuple[int, ...], change: Intervention | None = None) -> Outcome:
+def outcome(loaded: LoadedModel, ids: list[int] | tuple[int, ...], change: Intervention | None = None) -> Outcome:
     """Run the text with ``change`` (or intact) and measure loss, predictions, heads and smoothing."""
     ids = list(ids)
     log_probs, recorder = _forward(loaded, ids, change)
@@ -189,7 +236,7 @@ def run(loaded: LoadedModel, ids: list[int] | tuple[int, ...], change: Intervent
         (display_token(loaded.tokenizer, int(i)) if loaded.tokenizer is not None else str(int(i)), float(p.exp()))
         for p, i in zip(best.values, best.indices, strict=True)
     )
-    residual = torch.stack([h[0] for h in recorder.residual]).float().cpu().numpy()  # (layer + 1, token, d)
+    residual = recorder.residual_stream()  # (layer + 1, token, d_model)
     return Outcome(
         nll=nll.cpu().numpy(),
         top=top,
@@ -208,7 +255,7 @@ def sensitivity(
     """
     ids = list(ids)
     if max(positions) >= len(ids):
-        raise InputError(t("error.past_end", position=max(positions), last=len(ids) - 1))
+        raise InputError("error.past_end", position=max(positions), last=len(ids) - 1)
     start = max(positions)
     intact, _ = _forward(loaded, ids, None, measure=False, logits_from=start)  # (reached position, vocab)
     result = {}
@@ -248,9 +295,9 @@ def massive_means(loaded: LoadedModel, others: list[list[int]], channels: list[i
     for ids in others:
         recorder = attention.Recorder(reduce=False, residual=[None] * (loaded.info.n_layers + 1))
         run_forward(loaded, ids, recorder)
-        h = torch.stack([r[0] for r in recorder.residual]).float()[:, :, channels]  # (layer + 1, token, channel)
-        at = h.abs().argmax(1, keepdim=True)  # (layer + 1, 1, channel): the token where the channel peaks
-        peaks.append(h.gather(1, at)[:, 0].cpu().numpy())
+        h = recorder.residual_stream()[:, :, channels]  # (layer + 1, token, channel)
+        at = np.abs(h).argmax(1)[:, None]  # (layer + 1, 1, channel): the token where the channel peaks
+        peaks.append(np.take_along_axis(h, at, axis=1)[:, 0])
     return np.mean(peaks, axis=0)
 
 
@@ -274,7 +321,7 @@ def single_token(loaded: LoadedModel, text: str) -> ReplaceFirst:
     """The replacement of the first token by ``text``, which must be exactly one token."""
     ids = loaded.tokenizer.encode(text, add_special_tokens=False) if loaded.tokenizer is not None else []
     if len(ids) != 1:
-        raise InputError(t("error.one_token", text=repr(text), n=len(ids)))
+        raise InputError("error.one_token", text=repr(text), n=len(ids))
     return ReplaceFirst(ids[0], display_token(loaded.tokenizer, ids[0]))
 
 

@@ -16,12 +16,12 @@ from functools import partial
 import numpy as np
 import torch
 
-from backend import attention
-from backend.errors import InputError, ModelLoadError
-from backend.i18n import t
-from backend.models import LoadedModel
+from sinkscope import attention
+from sinkscope.errors import InputError, ModelLoadError
+from sinkscope.models import LoadedModel
+from sinkscope.names import STREAM_METHODS
 
-METHODS = ("dense", "window", "sinks", "recompute", "mask-window", "mask-sinks")
+METHODS = STREAM_METHODS
 Progress = Callable[[list[float], int], bool]  # (NLL so far, total) -> keep going?
 
 
@@ -38,7 +38,7 @@ class SinkCache:
 
     def __post_init__(self) -> None:
         if self.window < 1 or self.sinks < 0:
-            raise InputError(t("error.window"))
+            raise InputError("error.window")
 
     @property
     def capacity(self) -> int:
@@ -73,7 +73,7 @@ def rotary_of(model: torch.nn.Module) -> Callable[[torch.Tensor], tuple[torch.Te
     rope = getattr(model.base_model, "rotary_emb", None)
     rope_type = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
     if rope is None or rope_type != "default" or getattr(config, "layer_types", None):
-        raise ModelLoadError(t("error.streaming_model", model_type=config.model_type))
+        raise ModelLoadError("error.streaming_model", model_type=config.model_type)
 
     def cos_sin(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         cos, sin = rope(rope.inv_freq.float(), positions[None])  # (1, position, head_dim)
@@ -94,10 +94,7 @@ def _stream_attention(
     cache.append(module.layer_idx, new_key, value[0])
     stored = cache.keys[module.layer_idx]
     keys = (stored * cos + rotate_half(stored) * sin)[None]  # (1, kv_head, size, head_dim), positions 0..size-1
-    facts = attention.MaskFacts.of(None, 1, size, query.device)
-    scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-    values = cache.values[module.layer_idx][None]
-    return attention.chunked_attention(query * scaling, keys, values, facts, softcap, None, None), None
+    return attention.eager(query, keys, cache.values[module.layer_idx][None], None, scaling, softcap)
 
 
 def _nll(logits: torch.Tensor, targets: torch.Tensor) -> np.ndarray:
@@ -187,7 +184,7 @@ def perplexity(nll: np.ndarray) -> float:
     return float(math.exp(float(np.mean(nll)))) if len(nll) else float("nan")
 
 
-def run_method(
+def streaming_nll(
     loaded: LoadedModel, ids: list[int], method: str, sinks: int, window: int, progress: Progress | None = None
 ) -> np.ndarray:
     """Per-token NLL of ids[1:] by one of METHODS. Every bounded method holds S + W tokens in all."""
@@ -203,7 +200,7 @@ def run_method(
         return dense(loaded, ids, band_mask(len(ids), 0, sinks + window))
     if method == "mask-sinks":
         return dense(loaded, ids, band_mask(len(ids), sinks, window))
-    raise InputError(f"Unknown method '{method}': choose from {', '.join(METHODS)}.")
+    raise InputError("error.unknown_method", method=method, choices=", ".join(METHODS))
 
 
 def builtin_text() -> str:

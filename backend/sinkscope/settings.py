@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from backend.models import BUNDLED
+from sinkscope.bundled import BUNDLED
 
 TRUE = {"1", "true", "yes", "on"}
 

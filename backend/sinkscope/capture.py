@@ -6,6 +6,7 @@ reduces them as it goes, and ``attention_maps`` recomputes one layer's maps on d
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -16,16 +17,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from backend import attention, metrics
-from backend.errors import ModelLoadError
-from backend.i18n import t
-from backend.models import LoadedModel
-from backend.tokens import display_tokens, encode
+from sinkscope import attention, metrics
+from sinkscope.errors import InputError, ModelLoadError
+from sinkscope.models import LoadedModel
+from sinkscope.names import DEFAULT_EPS, HEAD_COLUMNS, HEAD_METRICS, LAYER_COLUMNS, LAYER_METRICS, Kind
+from sinkscope.tokens import display_tokens, encode
 
-HEAD_COLUMNS = ("layer", "head", *metrics.HEAD_METRICS, "kind")
-LAYER_COLUMNS = (
-    "layer", "top1", "top2", "top3", "median_abs", "massive", "first_norm_ratio", "token_cosine", "bos_cosine",
-)  # fmt: skip
+log = logging.getLogger(__name__)
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -35,7 +33,15 @@ def _frozen(array: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Trace:
-    """Everything one analysis found. Arrays are read-only; layer index l of ``layers`` is h^l."""
+    """Everything one analysis found. Arrays are read-only; layer index l of ``layers`` is h^l.
+
+    ``heads[metric]`` is (layer, head) and ``layers[metric]`` is (layer + 1,), named as in
+    ``sinkscope.names`` and defined in docs/metrics.md. ``to_pandas()`` gives one row per head::
+
+        trace = sinkscope.analyze(model, "The capital of France is Paris.")
+        trace.to_pandas().sort_values("sink").tail(3)    # the strongest sink heads
+        trace.to_pandas("layers")[["layer", "bos_cosine", "bos_cosine_raw"]]
+    """
 
     model: str
     token_ids: tuple[int, ...]
@@ -55,7 +61,7 @@ class Trace:
         """(layers, heads)."""
         return self.heads["sink"].shape
 
-    def sink_rate(self, eps: float = metrics.DEFAULT_EPS) -> float:
+    def sink_rate(self, eps: float = DEFAULT_EPS) -> float:
         return metrics.sink_rate(self.heads["sink"], eps)
 
     def head_rows(self) -> list[dict[str, object]]:
@@ -65,21 +71,26 @@ class Trace:
         for layer in range(n_layers):
             for head in range(n_heads):
                 row = {"layer": layer, "head": head}
-                row.update({m: float(self.heads[m][layer, head]) for m in metrics.HEAD_METRICS})
+                row.update({m: float(self.heads[m][layer, head]) for m in HEAD_METRICS})
                 row["kind"] = str(self.heads["kind"][layer, head])
                 rows.append(row)
         return rows
 
     def layer_rows(self) -> list[dict[str, object]]:
-        """One row per residual-stream layer with the columns of the CLI's layers.csv (plus extras)."""
-        names = [*LAYER_COLUMNS[1:], "token_cosine_std"]
+        """One row per residual-stream layer with the columns of the CLI's layers.csv."""
         return [
-            {
-                "layer": layer,
-                **{name: self.layers[name][layer].item() for name in names},
-            }
+            {"layer": layer, **{name: self.layers[name][layer].item() for name in LAYER_METRICS}}
             for layer in range(len(self.layers["top1"]))
         ]
+
+    def to_pandas(self, table: str = "heads") -> Any:
+        """A pandas DataFrame: "heads" (one row per layer and head) or "layers" (one per h^l)."""
+        import pandas as pd  # only here: the engine itself does not need pandas
+
+        if table not in ("heads", "layers"):
+            raise ValueError(f"table must be 'heads' or 'layers', not {table!r}")
+        rows, columns = (self.head_rows(), HEAD_COLUMNS) if table == "heads" else (self.layer_rows(), LAYER_COLUMNS)
+        return pd.DataFrame(rows, columns=list(columns))
 
 
 def decoder_layers(model: Any) -> torch.nn.ModuleList:
@@ -88,41 +99,35 @@ def decoder_layers(model: Any) -> torch.nn.ModuleList:
     for module in model.modules():
         if isinstance(module, torch.nn.ModuleList) and len(module) == n_layers:
             return module
-    raise ModelLoadError(t("error.no_layers", n=n_layers, model=type(model).__name__))
+    raise ModelLoadError("error.no_layers", n=n_layers, model=type(model).__name__)
+
+
+def _edit_and_keep(index: int, hidden: torch.Tensor) -> torch.Tensor:
+    """h^index after this thread's change (if any), copied into its recorder (if it keeps the stream)."""
+    change, recorder = attention.current_change(), attention.current_recorder()
+    if change is not None and change.edit_residual is not None:
+        hidden = change.edit_residual(index, hidden)
+    if recorder is not None and recorder.residual is not None:
+        recorder.residual[index] = hidden
+    return hidden
 
 
 def _take_input(_module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
-    recorder = attention.current_recorder()
-    if recorder is None:
-        return None
-    hidden = args[0] if args else kwargs["hidden_states"]
-    if recorder.edit_residual is not None:
-        hidden = recorder.edit_residual(0, hidden)
-        args, kwargs = ((hidden, *args[1:]), kwargs) if args else (args, kwargs | {"hidden_states": hidden})
-    if recorder.residual is not None:
-        recorder.residual[0] = hidden
-    return args, kwargs
+    hidden = _edit_and_keep(0, args[0] if args else kwargs["hidden_states"])
+    return ((hidden, *args[1:]), kwargs) if args else (args, kwargs | {"hidden_states": hidden})
 
 
 def _take_output(index: int, _module: Any, _args: tuple, output: Any) -> Any:
-    recorder = attention.current_recorder()
-    if recorder is None:
-        return None
-    hidden = output[0] if isinstance(output, tuple) else output
-    if recorder.edit_residual is not None:
-        hidden = recorder.edit_residual(index, hidden)
-        output = (hidden, *output[1:]) if isinstance(output, tuple) else hidden
-    if recorder.residual is not None:
-        recorder.residual[index] = hidden
-    return output
+    hidden = _edit_and_keep(index, output[0] if isinstance(output, tuple) else output)
+    return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
 
 
 _install_lock = threading.Lock()
 
 
 def install_residual_hooks(model: Any) -> None:
-    """Hooks that copy h^0 and each block's output into the calling thread's recorder (and apply its
-    residual edit); no-ops otherwise.
+    """Hooks that apply the calling thread's residual edit (if any) to h^0 and each block's output and
+    copy them into its recorder (if any).
 
     Installed once per model and kept: hooks added per call to a model shared by Streamlit's threads
     would also capture the forward pass another session runs at the same time.
@@ -158,13 +163,13 @@ def head_metrics(recorder: attention.Recorder, n_layers: int, n_tokens: int) -> 
     """Per-head means of a recorder's sums: the metrics of metrics.md, ``kind``, and the teaching extras."""
     missing = [layer for layer in range(n_layers) if layer not in recorder.sums["sink"]]
     if missing:
-        raise ModelLoadError(t("error.not_captured", layers=missing))
+        raise ModelLoadError("error.not_captured", layers=missing)
     counts = {name: n_tokens - 1 for name in attention.HEAD_SUMS} | {"previous_token": n_tokens - 2}
     heads = {}
     for name, count in counts.items():
         total = torch.stack([recorder.sums[name][layer] for layer in range(n_layers)])  # (layer, head)
         heads[name] = _frozen((total / count).numpy() if count > 0 else np.full(total.shape, np.nan))
-    heads["kind"] = _frozen(metrics.head_kinds(heads["sink"], heads["diagonal"], heads["previous_token"]))
+    heads["kind"] = _frozen(metrics.head_kinds(heads[Kind.SINK], heads[Kind.DIAGONAL], heads[Kind.PREVIOUS_TOKEN]))
     # n_0 / median_{j>=1} n_j: how much the first token's value would write if it were read
     missing_ratio = torch.full(heads["sink"].shape[1:], float("nan"), dtype=torch.float64)
     ratio = [recorder.first_value_ratio.get(layer, missing_ratio) for layer in range(n_layers)]
@@ -172,25 +177,47 @@ def head_metrics(recorder: attention.Recorder, n_layers: int, n_tokens: int) -> 
     return heads
 
 
-def _layer_metrics(residual: np.ndarray) -> tuple[dict[str, np.ndarray], tuple]:
+def read_norms(model: Any) -> list[torch.nn.Module] | None:
+    """The norm attention applies to each h^l: layer l+1's input norm, and the final norm for h^L."""
+    blocks, base = decoder_layers(model), model.base_model
+    first = [getattr(block, name, None) for block in blocks for name in ("input_layernorm", "ln_1")]
+    final = [getattr(base, name, None) for name in ("norm", "ln_f")]
+    found = [m for m in first if m is not None] + [m for m in final if m is not None][:1]
+    return found if len(found) == len(blocks) + 1 else None
+
+
+def read_cosines(model: Any, residual: list[torch.Tensor]) -> np.ndarray:
+    """bos_cosine per layer (layer + 1,): the first token's cosine with the others in what attention reads."""
+    norms = read_norms(model)
+    if norms is None:
+        log.warning("%s: no input norms found, bos_cosine is NaN", type(model).__name__)
+        return np.full(len(residual), np.nan)
+    with torch.inference_mode():
+        reads = (norm(h[0]).float().cpu().numpy() for norm, h in zip(norms, residual, strict=True))  # x^l: (token, d)
+        return np.array([metrics.bos_cosine(x) for x in reads])
+
+
+def _layer_metrics(residual: np.ndarray, bos_cosine: np.ndarray) -> tuple[dict[str, np.ndarray], tuple]:
     with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # numpy releases the GIL: use every core
         per_layer = list(pool.map(metrics.layer_scores, residual))
-    names = [name for name in per_layer[0] if name != "massive_list"]
-    layers = {name: _frozen(np.array([scores[name] for scores in per_layer])) for name in names}
+    layers = {name: np.array([scores[name] for scores in per_layer]) for name in LAYER_METRICS if name != "bos_cosine"}
+    layers = {name: _frozen(values) for name, values in (layers | {"bos_cosine": bos_cosine}).items()}
     massive = tuple((layer, *hit) for layer, scores in enumerate(per_layer) for hit in scores["massive_list"])
     return layers, massive
 
 
 def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
-    """Analyze a sequence of token ids in one forward pass."""
+    """Analyze a sequence of token ids in one forward pass (under ``sinkscope.intervene``: the changed run)."""
     if not ids:
         raise ValueError("no tokens to analyze")
+    change = attention.current_change()
+    ids = change.input_ids(list(ids)) if change is not None else list(ids)
     n_layers = loaded.info.n_layers
     install_residual_hooks(loaded.model)
     recorder = attention.Recorder(residual=[None] * (n_layers + 1))
     run_forward(loaded, ids, recorder)
-    residual = torch.stack([h[0] for h in recorder.residual]).float().cpu().numpy()  # (layer + 1, token, d_model)
-    layers, massive = _layer_metrics(residual)
+    residual = recorder.residual_stream()  # (layer + 1, token, d_model)
+    layers, massive = _layer_metrics(residual, read_cosines(loaded.model, recorder.residual))
     tokens = display_tokens(loaded.tokenizer, ids) if loaded.tokenizer is not None else tuple(map(str, ids))
     return Trace(
         model=loaded.info.name,
@@ -235,7 +262,7 @@ def attention_maps(loaded: LoadedModel, ids: tuple[int, ...] | list[int], layer:
     The forward stops right after ``layer``, so deep layers cost most and layer 0 costs little.
     """
     if not 0 <= layer < loaded.info.n_layers:
-        raise ValueError(f"layer {layer} is outside 0..{loaded.info.n_layers - 1}")
+        raise InputError("error.layer_range", layer=layer, last=loaded.info.n_layers - 1)
     recorder = attention.Recorder(reduce=False, maps_of=frozenset({layer}), stop_after=layer)
     run_forward(loaded, list(ids), recorder)
     kept = (recorder.maps, recorder.norms, recorder.withheld, recorder.output_norms)

@@ -17,9 +17,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from backend.errors import InputError
+from sinkscope.errors import InputError
+from sinkscope.names import LAB_VARIANTS
 
-VARIANTS = ("softmax", "softmax+1", "sigmoid", "relu", "linear")
+VARIANTS = LAB_VARIANTS
 TRANSFORMER_VARIANTS = ("softmax", "softmax+1", "sigmoid", "linear")
 Progress = Callable[[int, int], bool]  # (step, steps) -> keep going?
 
@@ -37,7 +38,7 @@ def normalize(scores: torch.Tensor, variant: str) -> torch.Tensor:
         return torch.relu(scores)
     if variant == "linear":
         return scores
-    raise InputError(f"Unknown attention variant '{variant}': choose from {', '.join(VARIANTS)}.")
+    raise InputError("error.unknown_variant", variant=variant, choices=", ".join(VARIANTS))
 
 
 def entropy_of(weights: np.ndarray) -> float:
@@ -65,7 +66,7 @@ def polarize(
 ) -> PolarizeRun:  # fmt: skip
     """Gradient descent on beta = V sigma(a) from a near-uniform start; records on a log-spaced step grid."""
     if loss not in ("logistic", "square"):
-        raise InputError("The loss must be logistic or square.")
+        raise InputError("error.unknown_loss", loss=loss)
     generator = torch.Generator().manual_seed(seed)
     x = torch.randn(samples, dim, generator=generator)  # (sample, dim)
     truth = torch.randn(dim, generator=generator)
@@ -200,7 +201,7 @@ def train_induction(
 ) -> InductionRun:  # fmt: skip
     """Adam on the induction task; every steps/checkpoints, record loss, accuracy and attention."""
     if variant not in TRANSFORMER_VARIANTS:
-        raise InputError(f"Unknown attention '{variant}': choose from {', '.join(TRANSFORMER_VARIANTS)}.")
+        raise InputError("error.unknown_variant", variant=variant, choices=", ".join(TRANSFORMER_VARIANTS))
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     model = TinyTransformer(variant)

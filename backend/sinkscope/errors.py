@@ -1,13 +1,20 @@
 """Errors a user can cause and fix: the UI and the CLI show their message, never a traceback.
 
-Messages are written in the raising thread's interface language (English on the command line).
+Each carries a catalogue key and its values: ``str(err)`` is the English text (the command line,
+a notebook), and the app renders ``err.message`` in the viewer's language.
 """
 
-from backend.i18n import t
+from __future__ import annotations
+
+from sinkscope.i18n import Message
 
 
 class SinkscopeError(Exception):
     """Base class: the message is written for the person who typed the input."""
+
+    def __init__(self, key: str, **params: object) -> None:
+        self.message = Message.of(key, **params)
+        super().__init__(self.message.text())
 
 
 class ModelLoadError(SinkscopeError):
@@ -22,6 +29,6 @@ class TokenLimitError(InputError):
     """The text is longer than the token limit; callers offer to truncate it."""
 
     def __init__(self, n_tokens: int, limit: int) -> None:
-        super().__init__(t("error.token_limit", n=n_tokens, limit=limit))
+        super().__init__("error.token_limit", n=n_tokens, limit=limit)
         self.n_tokens = n_tokens
         self.limit = limit

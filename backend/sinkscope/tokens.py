@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from backend.errors import InputError, TokenLimitError
-from backend.i18n import t
+from sinkscope.errors import InputError, TokenLimitError
 
 WHITESPACE_MARKERS = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
@@ -22,7 +21,7 @@ def encode(
     Over ``limit`` tokens this raises TokenLimitError unless ``truncate`` keeps the first ``limit``.
     """
     if not text or not text.strip():
-        raise InputError(t("error.empty_text"))
+        raise InputError("error.empty_text")
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])
     if add_bos is None:
         add_bos = adds_bos_by_default(tokenizer)
@@ -38,15 +37,15 @@ def encode(
 def decode_text(data: bytes, name: str, max_bytes: int) -> str:
     """The text in an uploaded or read file, or an InputError saying what is wrong with it."""
     if len(data) > max_bytes:
-        raise InputError(t("error.file_too_large", name=name, kb=len(data) // 1024, limit=max_bytes // 1024))
+        raise InputError("error.file_too_large", name=name, kb=len(data) // 1024, limit=max_bytes // 1024)
     if b"\x00" in data:
-        raise InputError(t("error.binary_file", name=name))
+        raise InputError("error.binary_file", name=name)
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as err:
-        raise InputError(t("error.not_utf8", name=name, byte=err.start)) from err
+        raise InputError("error.not_utf8", name=name, byte=err.start) from err
     if not text.strip():
-        raise InputError(t("error.empty_file", name=name))
+        raise InputError("error.empty_file", name=name)
     return text
 
 

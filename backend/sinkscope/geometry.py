@@ -9,11 +9,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from backend import attention
-from backend.capture import run_forward
-from backend.errors import InputError
-from backend.i18n import t
-from backend.models import LoadedModel
+from sinkscope import attention
+from sinkscope.capture import run_forward
+from sinkscope.errors import InputError
+from sinkscope.models import LoadedModel
 
 GEOMETRY = ("first_key_norm", "other_key_norm", "first_key_cosine", "other_key_cosine")
 
@@ -48,7 +47,7 @@ def layer_geometry(query: torch.Tensor, key: torch.Tensor) -> dict[str, float]:
 def key_geometry(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> dict[str, np.ndarray]:
     """Per layer (layer,): the first token's key norm and mean query cosine, against the other keys'."""
     if len(ids) < 3:
-        raise InputError(t("error.geometry_tokens"))
+        raise InputError("error.geometry_tokens")
     found: dict[int, dict[str, float]] = {}
 
     def attend(
@@ -56,9 +55,7 @@ def key_geometry(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> dict[
         mask: torch.Tensor | None, scaling: float | None = None, softcap: float | None = None,
     ) -> tuple:  # fmt: skip
         found[module.layer_idx] = layer_geometry(query, key)
-        facts = attention.MaskFacts.of(mask, query.shape[2], key.shape[2], query.device)
-        scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-        return attention.chunked_attention(query * scaling, key, value, facts, softcap), None
+        return attention.eager(query, key, value, mask, scaling, softcap)
 
     with attention.overriding(attend):
         run_forward(loaded, list(ids), attention.Recorder(reduce=False))

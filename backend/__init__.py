@@ -1,1 +1,0 @@
-"""Sinkscope's backend: models, capture, metrics, figures. Pure Python; never imports Streamlit."""

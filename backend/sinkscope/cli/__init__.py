@@ -1,0 +1,50 @@
+"""The command line: ``sinkscope analyze|stream|intervene|lab ...`` (or ``python -m sinkscope``).
+
+Errors a user can fix print one ``error:`` line and exit 2; nothing prints a traceback unless --debug.
+Building the parser imports no torch, so ``sinkscope --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from sinkscope.cli import analyze, intervene, lab, stream
+from sinkscope.cli.common import UsageError
+from sinkscope.errors import SinkscopeError
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="sinkscope", description="Sinkscope: measure attention sinks.")
+    root.add_argument("--debug", action="store_true", help="show full tracebacks")
+    commands = root.add_subparsers(dest="command", required=True)
+    for command in (analyze, stream, lab, intervene):
+        command.add(commands)
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    for name in ("max_tokens", "tokens", "window", "steps"):
+        if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
+            print(f"error: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
+            return 2
+    try:
+        args.run(args)
+    except (SinkscopeError, UsageError) as err:
+        if args.debug:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except (OSError, RuntimeError, MemoryError) as err:
+        if args.debug:
+            raise
+        print(
+            f"error: {type(err).__name__}: {err} (rerun with --debug for details)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -1,0 +1,54 @@
+"""Plotly figures of Sinkscope's results: data (a Trace's arrays, maps) in, ``go.Figure`` out.
+
+Imports no torch, so it loads fast and works on saved results. Every function takes ``lang``
+("en", "fr" or "pt") for its titles and labels. In Jupyter a returned figure displays itself::
+
+    >>> import numpy as np
+    >>> from sinkscope import plot
+    >>> maps = np.tril(np.ones((4, 4))) / np.arange(1, 5)[:, None]  # (query_pos, key_pos): uniform causal rows
+    >>> fig = plot.fig_attention(maps, list("abcd"), list("abcd"), "uniform attention")
+    >>> fig.layout.title.text
+    'uniform attention'
+"""
+
+from sinkscope.plot.explore import (
+    KIND_COLORS,
+    escape,
+    fig_attention,
+    fig_cache_membership,
+    fig_depth_profile,
+    fig_head_map,
+    fig_kind_counts,
+    fig_lines,
+    fig_ppl_vs_sinks,
+    fig_stream_nll,
+    fig_thumbnails,
+    figure_html,
+)
+from sinkscope.plot.lessons import (
+    fig_channel_map,
+    fig_kind_output,
+    fig_sink_scatter,
+    fig_smoothing_depth,
+    fig_softmax_variants,
+)
+
+__all__ = [
+    "KIND_COLORS",
+    "escape",
+    "fig_attention",
+    "fig_cache_membership",
+    "fig_channel_map",
+    "fig_depth_profile",
+    "fig_head_map",
+    "fig_kind_counts",
+    "fig_kind_output",
+    "fig_lines",
+    "fig_ppl_vs_sinks",
+    "fig_sink_scatter",
+    "fig_smoothing_depth",
+    "fig_softmax_variants",
+    "fig_stream_nll",
+    "fig_thumbnails",
+    "figure_html",
+]
