@@ -113,6 +113,53 @@ def test_residual_stream_is_each_decoder_layers_output_before_the_final_norm(nam
     )
 
 
+def norm_by_hand(name: str, model: torch.nn.Module, layer: int, h: torch.Tensor) -> torch.Tensor:
+    """Layer ``layer``'s input norm written out: RMSNorm (Gemma scales by 1 + w) or GPT-2's LayerNorm."""
+    if name == "gpt2":
+        ln = model.transformer.h[layer].ln_1
+        centred = h - h.mean(-1, keepdim=True)
+        return centred / (centred.pow(2).mean(-1, keepdim=True) + ln.eps).sqrt() * ln.weight + ln.bias
+    norm = model.model.layers[layer].input_layernorm
+    scale = (1 + norm.weight) if name == "gemma3-sliding" else norm.weight
+    eps = norm.eps if hasattr(norm, "eps") else norm.variance_epsilon
+    return h / (h.pow(2).mean(-1, keepdim=True) + eps).sqrt() * scale
+
+
+def mean_first_cosine(x: torch.Tensor) -> float:
+    """Mean over t >= 1 of cos(x[0], x[t]), for x (token, d_model)."""
+    return float(torch.nn.functional.cosine_similarity(x[1:], x[:1], dim=-1).mean())
+
+
+def randomize_norms(model: torch.nn.Module) -> torch.nn.Module:
+    """Fresh norms scale every channel alike, which leaves cosines unchanged: give each channel its own weight."""
+    generator = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for name, weight in model.named_parameters():
+            if "norm" in name or "ln_" in name:
+                weight.copy_(torch.rand(weight.shape, generator=generator) * 2 - 0.5)
+    return model
+
+
+@pytest.mark.parametrize("name", list(TINY_CONFIGS))
+def test_bos_cosine_is_measured_on_what_attention_reads(name: str, long_ids: list[int]) -> None:
+    """x^l = the next layer's input norm of h^l (by hand); x^L = Hugging Face's last, final-normed state."""
+    model = randomize_norms(build_tiny(name, "eager"))
+    with torch.no_grad():
+        reference = model(torch.tensor([long_ids]), output_hidden_states=True)
+    loaded = tiny_loaded(name)
+    randomize_norms(loaded.model)
+    trace = analyze_ids(loaded, long_ids)
+    n_layers = TINY_CONFIGS[name].num_hidden_layers
+    with torch.no_grad():
+        reads = [norm_by_hand(name, model, layer, reference.hidden_states[layer][0]) for layer in range(n_layers)]
+    reads.append(reference.hidden_states[n_layers][0])
+    expected = [mean_first_cosine(x) for x in reads]
+    np.testing.assert_allclose(trace.layers["bos_cosine"], expected, atol=1e-5)
+    raw = [mean_first_cosine(torch.tensor(h)) for h in trace.residual]
+    np.testing.assert_allclose(trace.layers["bos_cosine_raw"], raw, atol=1e-5)
+    assert not np.allclose(trace.layers["bos_cosine"], trace.layers["bos_cosine_raw"], atol=1e-3)
+
+
 def test_trace_is_immutable(random_ids: list[int]) -> None:
     trace = analyze_ids(tiny_loaded("llama-gqa"), random_ids)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -12,7 +12,7 @@ from sinkscope import i18n
 from streamlit.testing.v1 import AppTest
 
 from tests.test_app import ROOT, TIMEOUT, chart
-from views import common
+from views import common, text
 
 CODE = [
     ROOT / "app.py",
@@ -92,26 +92,26 @@ def test_numbers_follow_the_language() -> None:
     try:
         expected = {"en": "1,234.5", "fr": "1\u202f234,5", "pt": "1.234,5"}
         for code, text in expected.items():
-            i18n.set_language(code)
-            assert i18n.num(1234.5, ",.1f") == text
-        i18n.set_language("fr")
+            text.set_language(code)
+            assert text.num(1234.5, ",.1f") == text
+        text.set_language("fr")
         assert (
-            i18n.num(0.25) == "0,250" and i18n.t("explorer.of_heads", rate=i18n.num(70.0, ".1f")) == "70,0 % des têtes"
+            text.num(0.25) == "0,250" and text.t("explorer.of_heads", rate=text.num(70.0, ".1f")) == "70,0 % des têtes"
         )
     finally:
-        i18n.set_language("en")
+        text.set_language("en")
 
 
 def test_tables_show_local_separators_and_keep_numeric_data() -> None:
     table = pd.DataFrame({"sink": [0.12345, 1234.5], "heads": [3, 4000]})
     assert common.local_table(table) is table  # English: plain data
     try:
-        i18n.set_language("pt")
+        text.set_language("pt")
         styled = common.local_table(table, 3)
         assert styled.data is table
         assert "0,123" in styled.to_string() and "1.234,500" in styled.to_string() and "4.000" in styled.to_string()
     finally:
-        i18n.set_language("en")
+        text.set_language("en")
 
 
 @pytest.mark.parametrize(
@@ -142,11 +142,11 @@ def open_page(page: str, lang: str) -> AppTest:
 @pytest.mark.parametrize("page", PAGES)
 def test_every_page_runs_in_every_language(page: str, lang: str) -> None:
     at = open_page(page, lang)
-    i18n.set_language(lang)
+    text.set_language(lang)
     assert at.sidebar.selectbox(key="lang").value == lang
-    assert at.sidebar.selectbox(key="lang").label == i18n.t("side.language")
-    assert at.title[0].value in {i18n.t(k) for k in i18n.catalogue(lang) if k.endswith(".title")}
-    i18n.set_language("en")
+    assert at.sidebar.selectbox(key="lang").label == text.t("side.language")
+    assert at.title[0].value in {text.t(k) for k in i18n.catalogue(lang) if k.endswith(".title")}
+    text.set_language("en")
 
 
 def test_the_explorer_in_french_uses_french_words_and_decimal_commas() -> None:

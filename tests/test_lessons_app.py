@@ -85,7 +85,8 @@ def test_massive_page_zeroing_hurts_more_than_setting_the_mean() -> None:
 
 def test_diagonals_page_forces_sink_heads_to_diagonal() -> None:
     at = open_page("why_diagonals")
-    assert len(chart(at, "dg_depth")["data"]) == 4
+    lines = {line["name"]: line for line in chart(at, "dg_depth")["data"]}
+    assert len(lines) == 5 and "the same on the raw residual stream" in lines
     kinds = chart(at, "dg_output")["data"][0]
     assert "sink" in kinds["x"]
     submit(at, "Run the intervention")

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 
+import numpy as np
 import pytest
-from sinkscope.runs import BoundedCache, RunQueue
+from sinkscope.runs import BoundedCache, RunQueue, nbytes
 from sinkscope.settings import Settings
 
 
@@ -33,19 +35,49 @@ def test_the_queue_runs_one_at_a_time_and_tells_waiters_their_place() -> None:
     assert queue.waiting == 0
 
 
-def test_the_cache_bounds_entries_per_owner_and_in_total() -> None:
-    cache = BoundedCache(total=3, per_owner=2)
+MIB = 2**20
+
+
+def one_mib() -> np.ndarray:
+    return np.zeros(MIB // 8)  # float64
+
+
+def test_the_cache_bounds_bytes_per_owner_and_in_total() -> None:
+    cache = BoundedCache(total=int(3.5 * MIB), per_owner=int(2.5 * MIB))
     for i in range(3):
-        cache.put(("a", i), i, owner="alice")
-    assert cache.get(("a", 0)) is None and cache.get(("a", 2)) == 2
-    cache.put("b1", 1, owner="bob")
-    cache.put("c1", 1, owner="carol")
-    assert len(cache) == 3
+        cache.put(("a", i), one_mib(), owner="alice")
+    assert cache.get(("a", 0)) is None and cache.get(("a", 2)) is not None  # alice may hold 2 of them
+    cache.put("b1", one_mib(), owner="bob")
+    cache.put("c1", one_mib(), owner="carol")
+    assert len(cache) == 3 and cache.size <= 3.5 * MIB
     assert cache.get(("a", 1)) is None  # the least recently used entry went first
 
 
+def test_a_result_larger_than_the_bound_stays_until_the_next_one() -> None:
+    cache = BoundedCache(total=MIB, per_owner=MIB)
+    cache.put("big", np.zeros(MIB // 4), owner="alice")  # 2 MiB: the session is about to show it
+    assert cache.get("big") is not None
+    cache.put("small", np.zeros(8), owner="alice")
+    assert cache.get("big") is None and cache.get("small") is not None
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    residual: np.ndarray
+    heads: dict[str, np.ndarray]
+    tokens: tuple[str, ...]
+
+
+def test_nbytes_counts_arrays_once_and_views_by_their_base() -> None:
+    residual = np.zeros((4, 64, 32), dtype=np.float32)
+    shared = np.ones((3, 2))
+    result = Result(residual, {"sink": shared, "again": shared, "first_layer": residual[0]}, ("a", "b"))
+    size = nbytes(result)
+    assert residual.nbytes + shared.nbytes <= size < residual.nbytes + shared.nbytes + 2000
+
+
 def test_get_or_run_computes_once_for_concurrent_callers() -> None:
-    cache, queue, calls = BoundedCache(total=4, per_owner=4), RunQueue(), []
+    cache, queue, calls = BoundedCache(total=MIB, per_owner=MIB), RunQueue(), []
 
     def run() -> str:
         calls.append(1)

@@ -63,28 +63,23 @@ class Analysis:
 
 @dataclass
 class Shared:
-    """Process-wide state: one run queue per model and bounded caches, shared by every session."""
+    """Process-wide state: one run queue per model (and one for the lab) and one result cache bounded by
+    bytes, shared by every session: analyses, recomputed maps, lesson runs and lab runs alike."""
 
     settings: Settings
-    traces: BoundedCache
-    maps: BoundedCache
-    thumbs: BoundedCache
-    lessons: BoundedCache  # interventions and probes of the why-sinks pages
+    results: BoundedCache
     queues: dict[str, RunQueue] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def queue(self, model: str) -> RunQueue:
+    def queue(self, name: str) -> RunQueue:
         with self.lock:
-            return self.queues.setdefault(model, RunQueue())
+            return self.queues.setdefault(name, RunQueue())
 
 
 @st.cache_resource
 def shared() -> Shared:
     config = settings()
-    per_session = config.results_per_session
-    maps = BoundedCache(total=config.results_total // 2 or 1, per_owner=2)
-    lessons = BoundedCache(config.results_total * 4, per_session * 4)
-    return Shared(config, BoundedCache(config.results_total, per_session), maps, BoundedCache(4, 1), lessons)
+    return Shared(config, BoundedCache(config.cache_bytes, config.session_cache_bytes))
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
@@ -102,8 +97,10 @@ def owner() -> str:
     return st.session_state.setdefault("owner", uuid.uuid4().hex)
 
 
-def run_once(cache: BoundedCache, key: tuple[Hashable, ...], run: Callable[[], Any], message: str) -> Any:
-    """A cached result, or ``run()`` in this model's queue; shows the queue position while waiting."""
+def run_once(queue: str, key: tuple[Hashable, ...], run: Callable[[], Any], message: str) -> Any:
+    """The result cached under ``key`` for every session, or ``run()`` in ``queue``'s turn (a model, or
+    the lab); shows the queue position while waiting."""
+    cache, key = shared().results, (queue, *key)
     found = cache.get(key)
     if found is not None:
         return found
@@ -113,7 +110,7 @@ def run_once(cache: BoundedCache, key: tuple[Hashable, ...], run: Callable[[], A
         notice.info(t("common.waiting_one") if ahead == 1 else t("common.waiting_many", n=ahead))
 
     with st.spinner(message):
-        result = cache.get_or_run(key, owner(), run, shared().queue(key[0]), on_wait=waiting)
+        result = cache.get_or_run(key, owner(), run, shared().queue(queue), on_wait=waiting)
     notice.empty()
     return result
 
@@ -125,25 +122,24 @@ def token_limit(loaded: LoadedModel) -> int:
 def get_trace(request: Request) -> Trace:
     loaded = get_model(request.model, request.dtype)
     limit = token_limit(loaded)
-    key = (request.model, request.dtype, request.text, request.add_bos, request.truncate, limit)
+    key = ("trace", request.dtype, request.text, request.add_bos, request.truncate, limit)
 
     def run() -> Trace:
         return analyze(loaded, request.text, max_tokens=limit, truncate=request.truncate, add_bos=request.add_bos)
 
-    return run_once(shared().traces, key, run, t("common.running_model"))
+    return run_once(request.model, key, run, t("common.running_model"))
 
 
 def get_layer_maps(request: Request, token_ids: tuple[int, ...], layer: int) -> LayerMaps:
     loaded = get_model(request.model, request.dtype)
-    key = (request.model, request.dtype, token_ids, layer)
     run = lambda: attention_maps(loaded, token_ids, layer)  # noqa: E731
-    return run_once(shared().maps, key, run, t("common.recomputing_layer"))
+    return run_once(request.model, ("maps", request.dtype, token_ids, layer), run, t("common.recomputing_layer"))
 
 
 def get_thumbnails(request: Request, token_ids: tuple[int, ...]) -> np.ndarray:
     loaded = get_model(request.model, request.dtype)
     run = lambda: thumbnails(loaded, token_ids, size=32)  # noqa: E731
-    return run_once(shared().thumbs, (request.model, request.dtype, token_ids), run, t("common.drawing_heads"))
+    return run_once(request.model, ("thumbnails", request.dtype, token_ids), run, t("common.drawing_heads"))
 
 
 def clamp(key: str, largest: int) -> None:

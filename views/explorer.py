@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 from sinkscope import plot
+from sinkscope.arrays import pool_max
 from sinkscope.capture import Trace
 from sinkscope.metrics import value_scaled, value_weighted, without_first_keys
 from sinkscope.names import DEFAULT_EPS, HEAD_COLUMNS, HEAD_METRICS, LAYER_COLUMNS
@@ -98,7 +99,7 @@ def one_head(request: common.Request, trace: Trace) -> None:
     download[0].download_button(t("explorer.matrix_csv"), matrix_csv, f"{name}.csv", on_click="ignore")
     page = partial(plot.figure_html, fig)
     download[1].download_button(t("explorer.figure_html"), page, f"{name}.html", on_click="ignore")
-    layer_thumbs = np.stack([plot.pool_max(m, 64)[0] for m in maps.weights])[None]  # (1, head, rows, cols)
+    layer_thumbs = np.stack([pool_max(m, 64)[0] for m in maps.weights])[None]  # (1, head, rows, cols)
     fig = plot.fig_thumbnails(layer_thumbs, t("fig.layer"), t("explorer.layer_heads", layer=layer), lang=language())
     st.plotly_chart(fig, key="layer_heads")
     url_state.sync_url()
@@ -111,19 +112,25 @@ def all_heads(request: common.Request, trace: Trace) -> None:
     st.caption(t("explorer.all_heads_help"))
 
 
-st.title(t("explorer.title"))
-analysis = common.current_analysis(common.sidebar())
-if analysis is not None:
-    request, trace = analysis.request, analysis.trace
-    tabs = st.tabs([t("explorer.tab_map"), t("explorer.tab_one"), t("explorer.tab_all"), t("explorer.tab_depth")])
-    with tabs[0]:
-        head_map(trace)
-    with tabs[1]:
-        one_head(request, trace)
-    with tabs[2]:
-        all_heads(request, trace)
-    with tabs[3]:
-        st.plotly_chart(
-            plot.fig_depth_profile(trace.heads, trace.layers["first_norm_ratio"], lang=language()), key="depth"
-        )
-url_state.sync_url()
+def page() -> None:
+    """Explorer: which heads sink, which look at themselves, and what each one actually reads."""
+    st.title(t("explorer.title"))
+    analysis = common.current_analysis(common.sidebar())
+    if analysis is not None:
+        request, trace = analysis.request, analysis.trace
+        tabs = st.tabs([t("explorer.tab_map"), t("explorer.tab_one"), t("explorer.tab_all"), t("explorer.tab_depth")])
+        with tabs[0]:
+            head_map(trace)
+        with tabs[1]:
+            one_head(request, trace)
+        with tabs[2]:
+            all_heads(request, trace)
+        with tabs[3]:
+            st.plotly_chart(
+                plot.fig_depth_profile(trace.heads, trace.layers["first_norm_ratio"], lang=language()), key="depth"
+            )
+    url_state.sync_url()
+
+
+if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
+    page()

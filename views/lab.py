@@ -13,12 +13,24 @@ from views.text import language, num, t
 RUNS = Path(__file__).resolve().parent.parent / "assets" / "lab"
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
 def polarize_runs(
     variants: tuple[str, ...], loss: str, shape: tuple[int, int], steps: int, lr: float, seed: int
 ) -> dict:
+    """Every chosen variant trained once, shared by every session through the lab's run queue and cache."""
     candidates, dim = shape
-    return {v: lab.polarize(v, loss, candidates=candidates, dim=dim, steps=steps, lr=lr, seed=seed) for v in variants}
+
+    def run() -> dict:
+        return {
+            v: lab.polarize(v, loss, candidates=candidates, dim=dim, steps=steps, lr=lr, seed=seed) for v in variants
+        }
+
+    return common.run_once("lab", ("polarize", variants, loss, shape, steps, lr, seed), run, t("lab.training"))
+
+
+def step_choices(choices: list[int]) -> list[int]:
+    """The training lengths this deployment allows (hosted mode caps them)."""
+    allowed = [steps for steps in choices if steps <= common.shared().settings.max_lab_steps]
+    return allowed or choices[:1]
 
 
 def polarization() -> None:
@@ -28,14 +40,14 @@ def polarization() -> None:
         cols = st.columns(4)
         loss = cols[0].radio(t("lab.loss"), ["logistic", "square"], key="lab_loss")
         candidates = cols[1].slider(t("lab.candidates"), 2, 32, 8, key="lab_candidates")
-        steps = cols[2].select_slider(t("lab.steps"), [300, 1000, 3000, 10000], 3000, key="lab_steps")
+        steps_allowed = step_choices([300, 1000, 3000, 10000])
+        steps = cols[2].select_slider(t("lab.steps"), steps_allowed, min(3000, steps_allowed[-1]), key="lab_steps")
         lr = cols[3].select_slider(t("lab.lr"), [0.05, 0.1, 0.2, 0.5, 1.0], 0.5, key="lab_lr")
         seed = cols[0].number_input(t("lab.seed"), 0, 10_000, 0, key="lab_seed")
         dim = cols[1].slider(t("lab.dim"), 2, 64, 16, key="lab_dim")
         variants = st.multiselect(t("lab.attention"), lab.VARIANTS, list(lab.VARIANTS), key="lab_variants")
         st.form_submit_button(t("lab.train"))
-    with st.spinner(t("lab.training")):
-        runs = polarize_runs(tuple(variants), loss, (candidates, dim), steps, lr, int(seed))
+    runs = polarize_runs(tuple(variants), loss, (candidates, dim), steps, lr, int(seed))
     if not runs:
         return
     steps_of = {v: r.steps for v, r in runs.items()}
@@ -95,7 +107,8 @@ def retrain() -> None:
     with st.form("induction"):
         cols = st.columns(3)
         variant = cols[0].selectbox(t("lab.attention"), lab.TRANSFORMER_VARIANTS, key="ind_variant")
-        steps = cols[1].select_slider(t("lab.steps"), [200, 500, 1000, 2000, 3000], 2000, key="ind_steps")
+        steps_allowed = step_choices([200, 500, 1000, 2000, 3000])
+        steps = cols[1].select_slider(t("lab.steps"), steps_allowed, min(2000, steps_allowed[-1]), key="ind_steps")
         seed = cols[2].number_input(t("lab.seed"), 0, 10_000, 0, key="ind_seed")
         go = st.form_submit_button(t("lab.retrain"))
     if go:
@@ -106,12 +119,8 @@ def retrain() -> None:
                 bar.progress(step / total, text=t("lab.retrain_progress", variant=variant, step=step, total=total))
             return True
 
-        run = lab.train_induction(
-            variant,
-            steps=steps,
-            seed=int(seed),
-            progress=report,
-        )
+        train = lambda: lab.train_induction(variant, steps=steps, seed=int(seed), progress=report)  # noqa: E731
+        run = common.run_once("lab", ("induction", variant, steps, int(seed)), train, t("lab.training"))
         bar.empty()
         st.session_state.setdefault("induction_runs", {})[variant] = run
 
@@ -175,8 +184,14 @@ def end_state(runs: dict[str, lab.InductionRun]) -> None:
     st.caption(t("lab.citation"))
 
 
-st.title(t("lab.title"))
-common.sidebar()  # the shared sidebar stays drawn, so its text and choices survive a visit here
-polarization()
-induction()
-url_state.sync_url()
+def page() -> None:
+    """Training lab: watch softmax polarize, and sinks emerge while a tiny transformer trains."""
+    st.title(t("lab.title"))
+    common.sidebar()  # the shared sidebar stays drawn, so its text and choices survive a visit here
+    polarization()
+    induction()
+    url_state.sync_url()
+
+
+if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
+    page()

@@ -14,19 +14,28 @@ from sinkscope.errors import SinkscopeError
 from sinkscope.geometry import key_geometry
 from sinkscope.interventions import Intervention, Outcome
 
-from views import common
+from views import common, url_state
 from views.text import num, say, t
 
 
-def analysis() -> common.Analysis | None:
-    """The sidebar and the analysis of its text (or the previous one after an error)."""
-    return common.current_analysis(common.sidebar())
+def lesson(
+    keys: tuple[str, str], body: Callable[[common.Request, Trace], None], before: Callable[[], None] | None = None
+) -> None:
+    """A why-sinks page: its title and intro (catalogue keys), ``before()`` (what needs no model), then
+    ``body`` on the sidebar's analysis, and the URL kept in sync."""
+    st.title(t(keys[0]))
+    st.markdown(t(keys[1]))
+    if before is not None:
+        before()
+    analysis = common.current_analysis(common.sidebar())
+    if analysis is not None:
+        body(analysis.request, analysis.trace)
+    url_state.sync_url()
 
 
 def cached(request: common.Request, what: str, args: tuple, run: Callable[[], Any], message: str) -> Any:
     """A lesson result cached by value for every session, computed in the model's queue."""
-    key = (request.model, request.dtype, what, *args)
-    return common.run_once(common.shared().lessons, key, run, message)
+    return common.run_once(request.model, (what, request.dtype, *args), run, message)
 
 
 def outcome(request: common.Request, ids: tuple[int, ...], change: Intervention | None) -> Outcome:

@@ -141,33 +141,43 @@ def gibberish_demo(request: common.Request, ids: list[int]) -> None:
         right.text(st.session_state["generated_texts"][1])
 
 
-st.title(t("stream.title"))
-st.markdown(t("stream.intro"))
-request = common.sidebar()
-if request is not None:
-    try:
-        loaded = common.get_model(request.model, request.dtype)
-        streaming.rotary_of(loaded.model)
-    except SinkscopeError as err:
-        st.error(say(err))
-        st.stop()
-    limit = min(4096, 2 * common.shared().settings.max_tokens)
-    run, config = controls(limit)
-    ids = stream_ids(loaded, config, request.text)
-    if run:
-        if len(ids) < config["tokens"]:
-            st.warning(t("stream.short_text", n=len(ids)))
-            config["tokens"] = len(ids)
-        st.button(t("stream.stop"), key="stop_stream", help=t("stream.stop_help"))
-        run_all(request, config, ids[: config["tokens"]])
-    if "stream_results" in st.session_state:
-        show_results(st.session_state["stream_results"])
-    sink_sweep(request, ids, config["sinks"] + config["window"])
-    gibberish_demo(request, ids)
+def paper() -> None:
     st.subheader(t("stream.paper_title"))
     st.caption(t("stream.paper_source"))
     left, right = st.columns(2)
     cache_table, sinks_table = paper_tables()
     left.dataframe(common.local_table(cache_table, 2), hide_index=True)
     right.dataframe(common.local_table(sinks_table, 2), hide_index=True)
-url_state.sync_url()
+
+
+def page() -> None:
+    """Streaming: evict the sink and the model collapses; keep four tokens and it streams on (StreamingLLM)."""
+    st.title(t("stream.title"))
+    st.markdown(t("stream.intro"))
+    request = common.sidebar()
+    if request is not None:
+        try:
+            loaded = common.get_model(request.model, request.dtype)
+            streaming.rotary_of(loaded.model)
+        except SinkscopeError as err:
+            st.error(say(err))
+            st.stop()
+        limit = min(4096, 2 * common.shared().settings.max_tokens)
+        run, config = controls(limit)
+        ids = stream_ids(loaded, config, request.text)
+        if run:
+            if len(ids) < config["tokens"]:
+                st.warning(t("stream.short_text", n=len(ids)))
+                config["tokens"] = len(ids)
+            st.button(t("stream.stop"), key="stop_stream", help=t("stream.stop_help"))
+            run_all(request, config, ids[: config["tokens"]])
+        if "stream_results" in st.session_state:
+            show_results(st.session_state["stream_results"])
+        sink_sweep(request, ids, config["sinks"] + config["window"])
+        gibberish_demo(request, ids)
+        paper()
+    url_state.sync_url()
+
+
+if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
+    page()

@@ -4,7 +4,7 @@ import streamlit as st
 from sinkscope import interventions
 from sinkscope.capture import Trace
 
-from views import common, lessons, url_state
+from views import common, lessons
 from views.text import num, t
 
 REPLACEMENTS = {
@@ -110,11 +110,7 @@ def paper(found: dict[type, str], kl: dict[int, float] | None) -> None:
     )  # fmt: skip
 
 
-st.title(t("break.title"))
-st.markdown(t("break.intro"))
-analysis = lessons.analysis()
-if analysis is not None:
-    request, trace = analysis.request, analysis.trace
+def show(request: common.Request, trace: Trace) -> None:
     left, right = st.columns(2)
     with left:
         dropped = drop_first(trace)
@@ -129,4 +125,12 @@ if analysis is not None:
             lessons.comparison(runs[0], list(zip(changes, runs[1:], strict=True)), "br_compare")
             found = {type(c): lessons.ppl_change(runs[0], o) for c, o in zip(changes, runs[1:], strict=True)}
     paper(found, sensitivity(request, trace))
-url_state.sync_url()
+
+
+def page() -> None:
+    """Lesson 5: break the sink, by removing it, by replacing the first token, or by nudging it."""
+    lessons.lesson(("break.title", "break.intro"), show)
+
+
+if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
+    page()

@@ -6,7 +6,7 @@ from sinkscope import interventions, plot
 from sinkscope.capture import Trace
 from sinkscope.metrics import nan_mean
 
-from views import common, lessons, url_state
+from views import common, lessons
 from views.text import language, num, say, t
 
 DIRECTIONS = {"sink": "diag.sink_to_diagonal", "diagonal": "diag.diagonal_to_sink"}
@@ -60,29 +60,33 @@ def intervention(request: common.Request, trace: Trace) -> list[interventions.Ou
     return found
 
 
-st.title(t("diag.title"))
-st.markdown(t("diag.intro"))
-analysis = lessons.analysis()
-if analysis is not None:
-    request, trace = analysis.request, analysis.trace
-    depth(trace)
-    kinds(trace)
-    found = intervention(request, trace)
+def paper(trace: Trace, found: list[interventions.Outcome]) -> None:
+    """Sukenik et al.'s claims beside this text's numbers."""
     counts = {kind: int((trace.heads["kind"] == kind).sum()) for kind in ("sink", "diagonal")}
-    loss = (
-        t("diag.loss_change", before=num(found[0].loss), after=num(found[1].loss)) if found else t("massive.run_above")
-    )
+    before_after = {"before": num(found[0].loss), "after": num(found[1].loss)} if found else {}
+    loss = t("diag.loss_change", **before_after) if found else t("massive.run_above")
     median_cos = num(np.median(trace.layers["bos_cosine"]), ".2f")
+    kinds_found = t("diag.counts", sinks=counts["sink"], diagonals=counts["diagonal"])
     lessons.paper_table(
         [
             (t("diag.paper_cos"), t("diag.paper_cos_value"), t("reads.median_layers", ratio=median_cos)),
-            (
-                t("diag.paper_cost"),
-                t("diag.paper_cost_value"),
-                t("diag.counts", sinks=counts["sink"], diagonals=counts["diagonal"]),
-            ),
+            (t("diag.paper_cost"), t("diag.paper_cost_value"), kinds_found),
             (t("diag.paper_smooth"), t("diag.paper_smooth_value"), loss),
         ],
         t("diag.paper_source"),
     )
-url_state.sync_url()
+
+
+def show(request: common.Request, trace: Trace) -> None:
+    depth(trace)
+    kinds(trace)
+    paper(trace, intervention(request, trace))
+
+
+def page() -> None:
+    """Lesson 4: sinks and diagonals are two ways to switch a head off; both keep tokens from blurring."""
+    lessons.lesson(("diag.title", "diag.intro"), show)
+
+
+if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
+    page()

@@ -6,7 +6,7 @@ import streamlit as st
 from sinkscope import interventions, plot
 from sinkscope.capture import Trace
 
-from views import common, lessons, url_state
+from views import common, lessons
 from views.text import language, num, t
 
 MODES = {"zero": "massive.mode_zero", "mean": "massive.mode_mean"}
@@ -78,36 +78,35 @@ def perplexity_after(runs: dict[str, tuple], mode: str) -> str:
     return lessons.ppl_change(runs["intact"][1], runs[mode][1]) if mode in runs else t("massive.run_above")
 
 
-st.title(t("massive.title"))
-st.markdown(t("massive.intro"))
-analysis = lessons.analysis()
-if analysis is not None:
-    request, trace = analysis.request, analysis.trace
-    magnitudes(trace)
-    channel_map(trace)
-    runs = intervention(request, trace)
+def paper(trace: Trace, runs: dict[str, tuple]) -> None:
+    """Sun et al.'s figures beside this text's."""
     peak = int(np.argmax(trace.layers["top1"]))
     first = min((m[0] for m in trace.massive), default=None)
+    top = t("massive.at_layer", value=num(trace.layers["top1"][peak], ",.0f"), layer=peak)
+    where = t("massive.first_flagged", layer=first) if first is not None else "—"
+    mean_value = t("massive.paper_mean_value", before=num(5.47, ".2f"))
     lessons.paper_table(
         [
-            (
-                t("massive.paper_top"),
-                t("massive.paper_top_value"),
-                t("massive.at_layer", value=num(trace.layers["top1"][peak], ",.0f"), layer=peak),
-            ),
+            (t("massive.paper_top"), t("massive.paper_top_value"), top),
             (t("massive.paper_median"), t("massive.paper_median_value"), num(trace.layers["median_abs"][peak])),
-            (
-                t("massive.paper_where"),
-                t("massive.paper_where_value"),
-                t("massive.first_flagged", layer=first) if first is not None else "—",
-            ),
+            (t("massive.paper_where"), t("massive.paper_where_value"), where),
             (t("massive.paper_zero"), t("massive.paper_zero_value"), perplexity_after(runs, "zero")),
-            (
-                t("massive.paper_mean"),
-                t("massive.paper_mean_value", before=num(5.47, ".2f")),
-                perplexity_after(runs, "mean"),
-            ),
+            (t("massive.paper_mean"), mean_value, perplexity_after(runs, "mean")),
         ],
         t("massive.paper_source"),
     )
-url_state.sync_url()
+
+
+def show(request: common.Request, trace: Trace) -> None:
+    magnitudes(trace)
+    channel_map(trace)
+    paper(trace, intervention(request, trace))
+
+
+def page() -> None:
+    """Lesson 3: massive activations, a few huge channels of the first token that act as fixed biases."""
+    lessons.lesson(("massive.title", "massive.intro"), show)
+
+
+if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
+    page()

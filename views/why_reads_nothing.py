@@ -7,7 +7,7 @@ from sinkscope.capture import Trace
 from sinkscope.metrics import value_weighted
 from sinkscope.tokens import token_labels
 
-from views import common, lessons, url_state
+from views import common, lessons
 from views.text import kind_label, language, num, t
 
 
@@ -76,14 +76,18 @@ def paper(trace: Trace, found: dict[str, np.ndarray] | None) -> None:
     )
 
 
-st.title(t("reads.title"))
-st.markdown(t("reads.intro"))
-analysis = lessons.analysis()
-if analysis is not None:
-    request, trace = analysis.request, analysis.trace
+def show(request: common.Request, trace: Trace) -> None:
     one_head(request, trace)
     st.subheader(t("reads.scatter_heading"))
     st.plotly_chart(plot.fig_sink_scatter(trace.heads, lang=language()), key="rn_scatter")
     st.subheader(t("reads.geometry_heading"))
     paper(trace, key_geometry(request, trace))
-url_state.sync_url()
+
+
+def page() -> None:
+    """Lesson 2: the sink reads nothing. Attending to it is how a head switches itself off."""
+    lessons.lesson(("reads.title", "reads.intro"), show)
+
+
+if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
+    page()

@@ -7,7 +7,7 @@ from sinkscope import metrics, plot
 from sinkscope.capture import Trace
 from sinkscope.tokens import token_labels
 
-from views import common, lessons, url_state
+from views import common, lessons
 from views.text import language, num, t
 
 PRESETS = {
@@ -115,12 +115,16 @@ def paper(trace: Trace) -> None:
     )
 
 
-st.title(t("softmax.title"))
-st.markdown(t("softmax.intro"))
-toy_row()
-analysis = lessons.analysis()
-if analysis is not None:
+def show(request: common.Request, trace: Trace) -> None:
     st.subheader(t("lesson.on_your_model"))
-    on_the_model(analysis.request, analysis.trace)
-    paper(analysis.trace)
-url_state.sync_url()
+    on_the_model(request, trace)
+    paper(trace)
+
+
+def page() -> None:
+    """Lesson 1: softmax must spend one unit of attention, so spare attention has to land somewhere."""
+    lessons.lesson(("softmax.title", "softmax.intro"), show, before=toy_row)
+
+
+if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
+    page()

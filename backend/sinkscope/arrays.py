@@ -1,4 +1,12 @@
-"""Array helpers the engine and the figures share. numpy only: importing this loads no torch."""
+"""Array helpers the engine and the figures share. numpy only: importing this loads no torch.
+
+Long maps are shown max-pooled, so one strong cell never disappears::
+
+    >>> import numpy as np
+    >>> pooled, rows, cols = pool_max(np.eye(6), 3)    # 6 x 6 -> 3 x 3, bins start at rows 0, 2, 4
+    >>> pooled.tolist(), rows.tolist()
+    ([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]], [0, 2, 4])
+"""
 
 from __future__ import annotations
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 import torch
@@ -30,6 +30,7 @@ HEAD_SUMS = tuple(m.name for m in HEAD if m.name != "value_norm_ratio")  # the o
 MIN_SCORE = torch.finfo(torch.float32).min  # a blocked key: its softmax weight is exactly 0
 ScoreEdit = Callable[[int, torch.Tensor, torch.Tensor], None]  # (layer, scores, key position of each row), in place
 ResidualEdit = Callable[[int, torch.Tensor], torch.Tensor]  # (index l of h^l, hidden) -> new hidden
+T = TypeVar("T")
 
 
 class Change(Protocol):
@@ -87,14 +88,23 @@ _override: contextvars.ContextVar[Attend | None] = contextvars.ContextVar("sinks
 _change: contextvars.ContextVar[Change | None] = contextvars.ContextVar("sinkscope_change", default=None)
 
 
-@contextmanager
-def changing(change: Change) -> Iterator[Change]:
+def _within(variable: contextvars.ContextVar[T], value: T) -> AbstractContextManager[T]:
+    """``value`` in this thread's ``variable`` for the length of a ``with`` block."""
+
+    @contextmanager
+    def block() -> Iterator[T]:
+        token = variable.set(value)
+        try:
+            yield value
+        finally:
+            variable.reset(token)
+
+    return block()
+
+
+def changing(change: Change) -> AbstractContextManager[Change]:
     """Apply ``change`` to every forward pass this thread runs in the block (public: ``sinkscope.intervene``)."""
-    token = _change.set(change)
-    try:
-        yield change
-    finally:
-        _change.reset(token)
+    return _within(_change, change)
 
 
 def current_change() -> Change | None:
@@ -102,14 +112,9 @@ def current_change() -> Change | None:
     return _change.get()
 
 
-@contextmanager
-def overriding(attend: Attend) -> Iterator[None]:
-    """Replace this thread's attention computation (streaming caches, interventions) for the block."""
-    token = _override.set(attend)
-    try:
-        yield
-    finally:
-        _override.reset(token)
+def overriding(attend: Attend) -> AbstractContextManager[Attend]:
+    """Replace this thread's attention computation (streaming caches, geometry probes) for the block."""
+    return _within(_override, attend)
 
 
 def current_recorder() -> Recorder | None:
@@ -117,14 +122,9 @@ def current_recorder() -> Recorder | None:
     return _current.get()
 
 
-@contextmanager
-def recording(recorder: Recorder) -> Iterator[Recorder]:
+def recording(recorder: Recorder) -> AbstractContextManager[Recorder]:
     """Route every attention call of this thread's forward passes into ``recorder``."""
-    token = _current.set(recorder)
-    try:
-        yield recorder
-    finally:
-        _current.reset(token)
+    return _within(_current, recorder)
 
 
 def output_weight(module: torch.nn.Module) -> torch.Tensor:

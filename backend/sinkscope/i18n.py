@@ -17,6 +17,12 @@ LOCALES = Path(__file__).resolve().parent / "locales"
 LANGUAGES = {"en": "English", "fr": "Français", "pt": "Português"}
 DEFAULT = "en"
 SEPARATORS = {"en": (".", ","), "fr": (",", "\u202f"), "pt": (",", ".")}  # (decimal, thousands)
+KIND_KEYS = {
+    "sink": "kind.sink",
+    "diagonal": "kind.diagonal",
+    "previous_token": "kind.previous_token",
+    "mixed": "kind.mixed",
+}  # catalogue keys of sinkscope.names.Kind
 
 
 @cache
@@ -70,4 +76,4 @@ class Text:
 
     def kind(self, kind: object) -> str:
         """A head kind (metrics.md's label) in this language."""
-        return self(f"kind.{kind}")
+        return self(KIND_KEYS[str(kind)])

@@ -1,7 +1,19 @@
-"""The numbers of shared/metrics.md as pure functions: arrays in, new arrays out, inputs never mutated.
+"""The numbers of docs/metrics.md as pure functions: arrays in, new arrays out, inputs never mutated.
 
 ``head_scores`` works from full attention maps: the reference the fast, chunked reduction in
-``backend.attention`` is tested against, and the path for maps recomputed on demand.
+``sinkscope.attention`` is tested against, and the path for maps recomputed on demand. numpy only::
+
+    >>> import numpy as np
+    >>> maps = np.zeros((2, 4, 4))                     # (head, query_pos, key_pos)
+    >>> maps[0, :, 0] = 1                              # head 0 puts every query on the first token
+    >>> maps[1] = np.eye(4)                            # head 1 attends to itself
+    >>> scores = head_scores(maps)
+    >>> scores["sink"].tolist(), scores["diagonal"].tolist()
+    ([1.0, 0.0], [0.0, 1.0])
+    >>> head_kinds(scores["sink"], scores["diagonal"], scores["previous_token"]).tolist()
+    ['sink', 'diagonal']
+    >>> sink_rate(scores["sink"], eps=0.3)             # percent of heads above eps
+    50.0
 """
 
 from __future__ import annotations

@@ -1,12 +1,16 @@
-"""Sharing one model between many visitors: one forward pass at a time, and bounded result caches."""
+"""Sharing one model between many visitors: one forward pass at a time, and result caches bounded by bytes."""
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+import numpy as np
 
 
 class RunQueue:
@@ -39,16 +43,46 @@ class RunQueue:
             self._lock.release()
 
 
+def nbytes(value: Any, seen: set[int] | None = None) -> int:
+    """About how much memory ``value`` holds: arrays and tensors by their buffers, containers by content."""
+    seen = set() if seen is None else seen
+    if id(value) in seen:
+        return 0
+    seen.add(id(value))
+    if isinstance(value, np.ndarray):
+        return value.nbytes if value.base is None else nbytes(value.base, seen)
+    if hasattr(value, "element_size") and hasattr(value, "nelement"):  # a torch tensor, without importing torch
+        return value.element_size() * value.nelement()
+    if isinstance(value, dict):
+        return sum(nbytes(k, seen) + nbytes(v, seen) for k, v in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return sys.getsizeof(value) + sum(nbytes(item, seen) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return sum(nbytes(getattr(value, f.name), seen) for f in dataclasses.fields(value))
+    if hasattr(value, "__dict__"):
+        return nbytes(vars(value), seen)
+    return sys.getsizeof(value)
+
+
 class BoundedCache:
-    """A thread-safe LRU cache holding at most ``total`` entries and ``per_owner`` per owner (session)."""
+    """A thread-safe LRU cache bounded by bytes: ``total`` in all and ``per_owner`` per owner (session).
+
+    The entry just stored always stays (its session is about to show it), however large.
+    """
 
     def __init__(self, total: int, per_owner: int) -> None:
         self.total, self.per_owner = total, per_owner
-        self._entries: OrderedDict[Hashable, tuple[Hashable, Any]] = OrderedDict()  # key -> (owner, value)
+        self._entries: OrderedDict[Hashable, tuple[Hashable, Any, int]] = OrderedDict()  # key -> (owner, value, size)
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    @property
+    def size(self) -> int:
+        """Bytes held now."""
+        with self._lock:
+            return sum(size for _, _, size in self._entries.values())
 
     def get(self, key: Hashable) -> Any | None:
         with self._lock:
@@ -58,14 +92,20 @@ class BoundedCache:
             return self._entries[key][1]
 
     def put(self, key: Hashable, value: Any, owner: Hashable) -> None:
+        size = nbytes(value)
         with self._lock:
-            self._entries[key] = (owner, value)
+            self._entries[key] = (owner, value, size)
             self._entries.move_to_end(key)
-            owned = [k for k, (o, _) in self._entries.items() if o == owner]
-            for old in owned[: max(0, len(owned) - self.per_owner)]:
-                del self._entries[old]
-            while len(self._entries) > self.total:
-                self._entries.popitem(last=False)
+            self._evict(lambda o: o == owner, self.per_owner, keep=key)
+            self._evict(lambda _: True, self.total, keep=key)
+
+    def _evict(self, counts: Callable[[Hashable], bool], limit: int, keep: Hashable) -> None:
+        """Drop the least recently used entries that ``counts`` until those left fit in ``limit`` bytes."""
+        held = sum(size for owner, _, size in self._entries.values() if counts(owner))
+        for key in [k for k, (owner, _, _) in self._entries.items() if counts(owner) and k != keep]:
+            if held <= limit:
+                return
+            held -= self._entries.pop(key)[2]
 
     def get_or_run(self, key: Hashable, owner: Hashable, run: Callable[[], Any], queue: RunQueue, **turn: Any) -> Any:
         """The cached value, or ``run()`` under the queue (checking again once it is this caller's turn)."""

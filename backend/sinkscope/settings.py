@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from sinkscope.bundled import BUNDLED
 
 TRUE = {"1", "true", "yes", "on"}
+MB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -18,8 +19,9 @@ class Settings:
     models: tuple[str, ...]  # allowlist in hosted mode; empty means any model outside it
     max_tokens: int
     max_upload_bytes: int
-    results_total: int
-    results_per_session: int
+    cache_bytes: int  # every cached result (analyses, maps, lessons, lab runs) together
+    session_cache_bytes: int  # what one session's results may hold
+    max_lab_steps: int  # the longest training run the lab will start
 
     @staticmethod
     def from_env(env: Mapping[str, str]) -> Settings:
@@ -31,8 +33,9 @@ class Settings:
             models=models,
             max_tokens=int(env.get("SINKSCOPE_MAX_TOKENS", 512 if hosted else 2048)),
             max_upload_bytes=int(env.get("SINKSCOPE_MAX_UPLOAD_KB", 200 if hosted else 5000)) * 1024,
-            results_total=int(env.get("SINKSCOPE_RESULTS_TOTAL", 12 if hosted else 32)),
-            results_per_session=int(env.get("SINKSCOPE_RESULTS_PER_SESSION", 2 if hosted else 8)),
+            cache_bytes=int(env.get("SINKSCOPE_CACHE_MB", 768 if hosted else 2048)) * MB,
+            session_cache_bytes=int(env.get("SINKSCOPE_SESSION_CACHE_MB", 160 if hosted else 1024)) * MB,
+            max_lab_steps=int(env.get("SINKSCOPE_MAX_LAB_STEPS", 2000 if hosted else 10_000)),
         )
 
     def allows(self, model: str) -> bool:
