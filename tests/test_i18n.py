@@ -79,10 +79,10 @@ def test_no_page_writes_interface_text_inline() -> None:
             if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ST_TEXT_CALLS):
                 continue
             texts = [*node.args[:1], *(k.value for k in node.keywords if k.arg in ("help", "label", "text"))]
-            for text in texts:
-                if isinstance(text, ast.JoinedStr) or (
-                    isinstance(text, ast.Constant) and isinstance(text.value, str)
-                    and re.search("[A-Za-z]", text.value) and text.value not in keys | TECHNICAL
+            for shown in texts:
+                if isinstance(shown, ast.JoinedStr) or (
+                    isinstance(shown, ast.Constant) and isinstance(shown.value, str)
+                    and re.search("[A-Za-z]", shown.value) and shown.value not in keys | TECHNICAL
                 ):  # fmt: skip
                     inline.append(f"{path.name}:{node.lineno}")
     assert inline == []
