@@ -20,6 +20,7 @@ RUN pip install --no-cache-dir -r requirements.txt \
 COPY --chown=sinkscope:sinkscope app.py ./
 COPY --chown=sinkscope:sinkscope .streamlit .streamlit
 COPY --chown=sinkscope:sinkscope assets assets
+COPY --chown=sinkscope:sinkscope docs/metrics.md docs/metrics.md
 COPY --chown=sinkscope:sinkscope views views
 
 USER 1000

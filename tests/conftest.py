@@ -53,3 +53,11 @@ def random_ids() -> list[int]:
 @pytest.fixture(scope="session")
 def smollm2() -> LoadedModel:
     return load_model(DEFAULT_MODEL)
+
+
+@pytest.fixture(scope="session")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A local model directory holding a tiny random model: for app tests of the interface, not the numbers."""
+    from tests.tiny import build_tiny_model_dir
+
+    return str(build_tiny_model_dir(tmp_path_factory.mktemp("tiny-model")))

@@ -28,6 +28,7 @@ PAGES = [
     "why_break",
     "streaming",
     "lab",
+    "definitions",
 ]
 ST_TEXT_CALLS = {
     "title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "metric", "slider",
@@ -91,9 +92,9 @@ def test_no_page_writes_interface_text_inline() -> None:
 def test_numbers_follow_the_language() -> None:
     try:
         expected = {"en": "1,234.5", "fr": "1\u202f234,5", "pt": "1.234,5"}
-        for code, text in expected.items():
+        for code, written in expected.items():
             text.set_language(code)
-            assert text.num(1234.5, ",.1f") == text
+            assert text.num(1234.5, ",.1f") == written
         text.set_language("fr")
         assert (
             text.num(0.25) == "0,250" and text.t("explorer.of_heads", rate=text.num(70.0, ".1f")) == "70,0 % des têtes"
@@ -128,9 +129,10 @@ def test_the_url_wins_then_the_browser_then_english(candidates: tuple, code: str
     assert i18n.pick_language(*candidates) == code
 
 
-def open_page(page: str, lang: str) -> AppTest:
+def open_page(page: str, lang: str, model: str | None = None) -> AppTest:
+    """``page`` in ``lang`` on the English example; ``model`` a local model directory (default: the bundled one)."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params.update({"lang": lang, "example": "english"})
+    at.query_params.update({"lang": lang, "example": "english"} | ({"model": model} if model else {}))
     at.run()  # pages with their own url_path are known to AppTest only after a first run
     if page != "explorer":
         at.switch_page(f"views/{page}.py").run()
@@ -140,8 +142,8 @@ def open_page(page: str, lang: str) -> AppTest:
 
 @pytest.mark.parametrize("lang", ["fr", "pt"])
 @pytest.mark.parametrize("page", PAGES)
-def test_every_page_runs_in_every_language(page: str, lang: str) -> None:
-    at = open_page(page, lang)
+def test_every_page_runs_in_every_language(page: str, lang: str, tiny_dir: str) -> None:
+    at = open_page(page, lang, tiny_dir)  # the interface, not the numbers: a tiny model answers in seconds
     text.set_language(lang)
     assert at.sidebar.selectbox(key="lang").value == lang
     assert at.sidebar.selectbox(key="lang").label == text.t("side.language")

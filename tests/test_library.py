@@ -124,3 +124,19 @@ def test_the_distribution_keeps_the_app_out_of_its_required_dependencies() -> No
     assert "streamlit" not in required and "torch" in required
     assert any(dep.startswith("streamlit") for dep in project["optional-dependencies"]["app"])
     assert project["scripts"]["sinkscope"] == "sinkscope.cli:main"
+
+
+def test_the_quickstart_notebook_runs_headless_and_is_committed_without_outputs(tmp_path: Path) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(ROOT / "docs" / "quickstart.ipynb", as_version=4)
+    code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+    assert code and all(not cell.outputs and cell.execution_count is None for cell in code)
+    NotebookClient(
+        notebook, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    figures = [o for cell in code for o in cell.outputs if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    assert len(figures) == 4
+    printed = "".join(o.get("text", "") for cell in code for o in cell.outputs)
+    assert "without the first key" in printed and "loss" in printed

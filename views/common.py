@@ -259,6 +259,7 @@ def sidebar() -> Request | None:
     restore_from_url(shared().settings, EXAMPLES)
     with st.sidebar:
         st.selectbox(t("side.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang")
+        st.page_link("views/definitions.py", label=t("side.definitions"), icon="📖")
         spec, dtype = _model_picker()
         if not spec:
             st.info(t("side.type_model"))

@@ -1,0 +1,43 @@
+"""A tiny random Llama-family model saved as a local model directory, for fast app tests.
+
+It has a real (small) byte-level BPE tokenizer with a BOS token, so every page runs on it exactly as on
+the bundled model, in seconds; its numbers mean nothing, so tests of what the model does use SmolLM2.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+ROOT = Path(__file__).resolve().parent.parent
+VOCAB = 400
+
+
+def corpus() -> list[str]:
+    """The app's example texts: enough to learn merges for what the tests type."""
+    return [e["text"] for e in json.loads((ROOT / "assets" / "examples.json").read_text(encoding="utf-8"))]
+
+
+def build_tiny_model_dir(folder: Path) -> Path:
+    """Write config, random weights and tokenizer into ``folder``; returns it."""
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB, special_tokens=["<s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    bpe.train_from_iterator(corpus(), trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="<s>")
+    config = LlamaConfig(
+        vocab_size=bpe.get_vocab_size(), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
