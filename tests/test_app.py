@@ -208,21 +208,28 @@ def test_the_streaming_page_shows_sinks_rescuing_a_small_window() -> None:
     assert list(bars["x"]) == ["0", "1", "2", "4", "8"]
 
 
-def test_the_training_lab_opens_on_saved_runs_and_retrains_live() -> None:
+def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live() -> None:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.switch_page("views/lab.py").run()
     assert not at.exception
     entropy = chart(at, "lab_entropy")["data"]
     assert {trace["name"] for trace in entropy} == {"softmax", "softmax+1", "sigmoid", "relu", "linear"}
-    table = at.dataframe[0].value
-    assert set(table["attention"]) == {"softmax", "softmax+1", "sigmoid", "linear"}  # the shipped runs
-    at.select_slider(key="ind_steps").set_value(200)
-    at.selectbox(key="ind_variant").set_value("sigmoid")
+    assert at.radio(key="lab_task").value == "backcopy"
+    shipped = at.dataframe(key="train_table").value
+    assert len(shipped) == 8 and set(shipped["attention"]) == {"softmax", "softmax+1", "sigmoid", "linear"}
+    verdicts = " ".join(m.value for m in at.markdown)
+    assert "Softmax forms a sink" in verdicts and verdicts.count("Reproduces.") == 3
+    assert at.selectbox(key="train_shown").value == ("softmax", 0)  # the story starts on softmax
+    assert chart(at, "train_bos")["layout"]["yaxis"]["title"]["text"] == "share of attention"
+    at.selectbox(key="train_shown").set_value(("sigmoid", 0)).run()
+    assert chart(at, "train_bos")["layout"]["yaxis"]["title"]["text"] == "raw weight (rows need not sum to 1)"
+    at.select_slider(key="train_steps").set_value(250)
+    at.selectbox(key="train_variant").set_value("sigmoid")
+    at.number_input(key="train_seed").set_value(7)
     next(b for b in at.button if b.label == "Retrain live").click().run()
     assert not at.exception
-    retrained = at.dataframe[0].value.set_index("attention")
-    assert retrained.loc["sigmoid", "steps"] == 200
-    assert "What these runs show" in " ".join(m.value for m in at.markdown)
+    runs = at.dataframe(key="train_table").value.set_index(["attention", "seed"])
+    assert len(runs) == 9 and ("sigmoid", 7) in runs.index
 
 
 def test_value_units_show_a_sink_head_writing_almost_nothing() -> None:

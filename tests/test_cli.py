@@ -85,11 +85,16 @@ def test_lab_commands_report_and_save_a_run(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     numbers = json.loads(report.read_text())
     assert numbers["final_entropy"] < 1 and numbers["ratio_curve"][0]["step"] == 1
-    done = cli("lab", "induction", "--attention", "sigmoid", "--steps", "20", "--save", str(tmp_path), "--json",
-               str(tmp_path / "ind.json"))  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert (tmp_path / "sigmoid.json").exists()
-    assert len(json.loads((tmp_path / "ind.json").read_text())["bos_attention"]) == 8
+    for task, heads in (("induction", 8), ("backcopy", 1), ("trigger", 4)):
+        out = tmp_path / f"{task}.json"
+        options = ["--attention", "sigmoid", "--steps", "20", "--seed", "3", "--save", str(tmp_path / task)]
+        done = cli("lab", task, *options, "--json", str(out))
+        assert done.returncode == 0, done.stderr
+        assert "first head >= 0.9 at dormant queries" in done.stdout
+        assert (tmp_path / task / "sigmoid-seed3.json").exists()
+        report = json.loads(out.read_text())
+        assert report["task"] == task and report["steps"] == 20 and len(report["heads"]) == heads
+        assert {"bos_dormant", "bos_active", "total_dormant", "total_active"} <= set(report["heads"][0])
 
 
 def test_intervene_prints_loss_and_predictions_before_and_after(tmp_path: Path) -> None:

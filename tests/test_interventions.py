@@ -140,6 +140,16 @@ def test_forcing_heads_makes_them_exactly_that_kind(loaded: object, ids: list[in
     np.testing.assert_allclose(forced.heads["sink"][1, 1:3], intact.heads["sink"][1, 1:3], rtol=1e-6)
 
 
+def test_dense_heads_spread_evenly_over_the_keys_they_can_see(loaded: object, ids: list[int]) -> None:
+    chosen = ((1, 0), (2, 3))
+    dense = interventions.outcome(loaded, ids, interventions.ForceHeads(chosen, "uniform"))
+    expected_sink = np.mean(1 / np.arange(2, len(ids) + 1))  # A[t,0] = 1/(t+1) over t in Q
+    for layer, head in chosen:
+        assert dense.heads["entropy"][layer, head] == pytest.approx(1.0, abs=1e-5)  # uniform over the visible keys
+        assert dense.heads["sink"][layer, head] == pytest.approx(expected_sink, rel=1e-5)
+    assert dense.token_cosine_scaled.shape == dense.token_cosine.shape == (4,)
+
+
 def test_a_perturbation_reaches_only_later_predictions(loaded: object, ids: list[int]) -> None:
     intact = interventions.outcome(loaded, ids)
     nudged = interventions.outcome(loaded, ids, interventions.Perturb(40, 5.0))

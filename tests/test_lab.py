@@ -7,7 +7,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from sinkscope import lab
+from sinkscope import lab, tasks, toy
+
+SHIPPED = Path(__file__).resolve().parent.parent / "assets" / "lab"
 
 
 @pytest.mark.parametrize("variant", lab.VARIANTS)
@@ -31,25 +33,81 @@ def test_a_short_softmax_run_with_logistic_loss_lowers_the_entropy() -> None:
 
 
 def test_the_induction_answer_is_determined_by_the_sequence() -> None:
-    inputs, targets = lab.induction_batch(200, torch.Generator().manual_seed(3))
-    assert inputs.shape == (200, lab.LENGTH - 1) and (inputs[:, 0] == lab.BOS).all()
-    for row, target in zip(inputs.tolist(), targets.tolist(), strict=True):
+    batch = tasks.Induction().batch(200, torch.Generator().manual_seed(3))
+    assert batch.inputs.shape == (200, 12) and (batch.inputs[:, 0] == tasks.BOS).all()
+    assert (batch.active.sum(1) == 1).all() and batch.active[:, -1].all()  # the loss sees the last query only
+    for row, target in zip(batch.inputs.tolist(), batch.targets[:, -1].tolist(), strict=True):
         body = row[1:-1]
-        assert len(set(body)) == len(body) and lab.BOS not in body  # distinct, no BOS inside
-        first = body.index(row[-1])  # the last token repeats exactly one earlier token
-        assert body[first + 1] == target
+        assert len(set(body)) == len(body) and tasks.BOS not in body  # distinct, no BOS inside
+        assert body[body.index(row[-1]) + 1] == target  # the last token repeats one earlier: copy its successor
+
+
+def test_backcopy_copies_the_token_before_each_trigger_and_only_triggers_are_active() -> None:
+    task = tasks.Backcopy()
+    _, triggers = task.chain()
+    batch = task.batch(100, torch.Generator().manual_seed(4))
+    x = batch.inputs
+    for i, pos in zip(*torch.nonzero(torch.isin(x[:, :-1], triggers)).T.tolist(), strict=True):
+        assert x[i, pos + 1] == x[i, pos - 1] and batch.active[i, pos]
+    assert not batch.active[~torch.isin(x, triggers)].any()
+    assert (batch.targets[:, :-1] == x[:, 1:]).all() and (batch.targets[:, -1] == tasks.IGNORE).all()
+    assert not torch.isin(x[:, 1], triggers).any()  # a trigger right after BOS would copy BOS
+
+
+def test_triggered_induction_marks_only_repeated_triggers_active() -> None:
+    task = tasks.Trigger()
+    batch = task.batch(100, torch.Generator().manual_seed(5))
+    triggers = set(torch.unique(batch.inputs[batch.active]).tolist())
+    assert 0 < len(triggers) <= task.triggers
+    for row, active in zip(batch.inputs.tolist(), batch.active.tolist(), strict=True):
+        for pos, token in enumerate(row[:-1]):
+            earlier = [p for p in range(pos) if row[p] == token]
+            if token in triggers:
+                assert active[pos] == bool(earlier)  # a first occurrence cannot be predicted from the context
+                assert all(row[p + 1] == row[pos + 1] for p in earlier)  # the same output every time
+            else:
+                assert not active[pos]
 
 
 def test_a_saved_run_loads_back_identically(tmp_path: Path) -> None:
-    run = lab.train_induction("sigmoid", steps=6, checkpoints=3, seed=2)
+    run = toy.train("induction", "sigmoid", steps=6, checkpoints=3, seed=2)
     run.save(tmp_path / "run.json")
-    loaded = lab.InductionRun.load(tmp_path / "run.json")
+    loaded = toy.TrainingRun.load(tmp_path / "run.json")
     assert loaded == run
-    assert np.array(loaded.maps).shape == (3, 2, 4, lab.LENGTH - 1, lab.LENGTH - 1)
-    assert 0 <= loaded.sink_rate() <= 100
+    assert run.steps == [0, 2, 4, 6] and np.array(loaded.maps).shape == (4, 2, 4, 12, 12)
+    assert np.array(loaded.bos_dormant).shape == (4, 2, 4)
+
+
+def test_unnormalized_rows_report_their_raw_weight_and_total() -> None:
+    """An untrained sigmoid head gives every key about 0.5: its BOS weight is no share, the row total shows it."""
+    run = toy.train("backcopy", "sigmoid", steps=1, checkpoints=1, seed=0)
+    bos, total = run.final("bos_dormant"), run.final("total_dormant")
+    assert 0.3 < bos.max() < 0.7 and (total > 2).all()  # rows of up to 32 keys at about 0.5 each
+    assert toy.findings([run])[0] == toy.Finding("switch_off", "sigmoid", pytest.approx(total.min()), False)
 
 
 def test_causal_masking_holds_for_unnormalized_variants() -> None:
-    model = lab.TinyTransformer("linear")
-    _, maps = model(lab.induction_batch(2, torch.Generator().manual_seed(0))[0])
+    data = tasks.Backcopy()
+    model = toy.TinyTransformer("linear", data.vocab, data.length, toy.SETUPS["trigger"])
+    _, maps = model(data.batch(2, torch.Generator().manual_seed(0)).inputs)
     assert torch.triu(maps, diagonal=1).abs().max() == 0
+
+
+@pytest.mark.parametrize("variant", ["softmax", "softmax+1", "sigmoid", "linear"])
+def test_the_shipped_backcopy_runs_exist_for_two_seeds(variant: str) -> None:
+    for seed in (0, 1):
+        run = toy.TrainingRun.load(SHIPPED / "backcopy" / f"{variant}-seed{seed}.json")
+        assert (run.task, run.variant, run.seed, run.steps[-1]) == ("backcopy", variant, seed, 2000)
+
+
+def test_the_shipped_backcopy_runs_show_softmax_sinking_and_softmax_plus_one_withholding() -> None:
+    """The claim the lab page makes: a softmax head >= 0.9 on BOS at dormant queries, softmax+1 <= 0.1."""
+    runs = {
+        (v, s): toy.TrainingRun.load(SHIPPED / "backcopy" / f"{v}-seed{s}.json") for v in toy.VARIANTS for s in (0, 1)
+    }
+    for seed in (0, 1):
+        assert runs[("softmax", seed)].final("bos_dormant").max() >= 0.9
+        assert runs[("softmax", seed)].final("bos_active").max() <= 0.1
+        assert runs[("softmax+1", seed)].final("bos_dormant").max() <= 0.1
+    verdicts = {found.claim: found.holds for found in toy.findings(list(runs.values()))}
+    assert verdicts == {"sink": True, "withhold": True, "switch_off": True}

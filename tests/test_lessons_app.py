@@ -93,6 +93,14 @@ def test_diagonals_page_forces_sink_heads_to_diagonal() -> None:
     runs = table(at, "run")
     assert runs["change"].iloc[1] > 0.5  # turning every sink head into a diagonal costs the model
     assert len(chart(at, "dg_cosine")["data"]) == 2
+    at.radio(key="dg_source").set_value("all")
+    at.radio(key="dg_target").set_value("uniform")
+    submit(at, "Run the intervention")
+    assert len(table(at, "run")) == 3  # the second run joins the first
+    cosines = chart(at, "dg_cosine")["data"]
+    assert len(cosines) == 3 and cosines[2]["name"] == "make 270 head(s) dense (uniform)"
+    published = at.dataframe[-1].value.set_index("measurement")
+    assert "→" in published.loc["sparse patterns curb oversmoothing", "your model"]
 
 
 def test_diagonals_page_explains_an_empty_choice() -> None:
@@ -100,7 +108,7 @@ def test_diagonals_page_explains_an_empty_choice() -> None:
     at.slider(key="dg_layers").set_value((0, 0))
     at.radio(key="dg_source").set_value("diagonal")
     submit(at, "Run the intervention")
-    assert "No diagonal heads in layers 0–0" in at.warning[0].value  # layer 0 of SmolLM2 has none
+    assert "No diagonal heads to change in layers 0–0" in at.warning[0].value  # layer 0 of SmolLM2 has none
     assert not any("run" in d.value.columns for d in at.dataframe)
 
 

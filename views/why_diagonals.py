@@ -4,13 +4,14 @@ import numpy as np
 import streamlit as st
 from sinkscope import interventions, plot
 from sinkscope.capture import Trace
+from sinkscope.interventions import Outcome
 from sinkscope.metrics import nan_mean
 
 from views import common, lessons
 from views.text import language, num, say, t
 
-DIRECTIONS = {"sink": "diag.sink_to_diagonal", "diagonal": "diag.diagonal_to_sink"}
-NONE_FOUND = {"sink": "diag.none_sink", "diagonal": "diag.none_diagonal"}
+SOURCES = {"sink": "diag.heads_sink", "diagonal": "diag.heads_diagonal", "all": "diag.heads_all"}
+TARGETS = {"diagonal": "diag.to_diagonal", "sink": "diag.to_sink", "uniform": "diag.to_uniform"}
 
 
 def depth(trace: Trace) -> None:
@@ -30,48 +31,65 @@ def kinds(trace: Trace) -> None:
     st.caption(t("diag.kinds_help"))
 
 
-def intervention(request: common.Request, trace: Trace) -> list[interventions.Outcome]:
-    st.subheader(t("diag.intervene"))
+def force_form(trace: Trace) -> None:
+    """Which heads, what pattern, which layers: each run joins the ones before on this text."""
     n_layers = trace.shape[0]
     with st.form("dg_form"):
-        label = lambda kind: t(DIRECTIONS[kind])  # noqa: E731
-        source = st.radio(t("diag.change"), list(DIRECTIONS), format_func=label, key="dg_source", horizontal=True)
+        left, right = st.columns(2)
+        source = left.radio(t("diag.which_heads"), list(SOURCES), format_func=lambda k: t(SOURCES[k]), key="dg_source")
+        target = right.radio(t("diag.make_them"), list(TARGETS), format_func=lambda k: t(TARGETS[k]), key="dg_target")
         layers = lessons.layer_range("dg_layers", n_layers, (0, n_layers - 1))
         submitted = st.form_submit_button(t("lesson.run_intervention"))
-    if submitted:
-        heads = interventions.heads_of_kind(trace.heads["kind"], source, layers)
-        if not heads:
-            st.warning(t(NONE_FOUND[source], low=layers[0], high=layers[-1]))
-        else:
-            target = "diagonal" if source == "sink" else "sink"
-            lessons.remember("dg_change", trace, interventions.ForceHeads(heads, target))
-    change = lessons.remembered("dg_change", trace)
-    if change is None:
-        return []
+    if not submitted:
+        return
+    heads = interventions.heads_of_kind(trace.heads["kind"], source, layers)
+    heads = tuple((layer, head) for layer, head in heads if trace.heads["kind"][layer, head] != target)
+    if not heads:
+        st.warning(t("diag.none_found", heads=t(SOURCES[source]), low=layers[0], high=layers[-1]))
+        return
+    earlier = lessons.remembered("dg_changes", trace) or ()
+    change = interventions.ForceHeads(heads, target)
+    lessons.remember("dg_changes", trace, (*[c for c in earlier if c != change], change))
+
+
+def intervention(request: common.Request, trace: Trace) -> list[tuple[interventions.Intervention, Outcome]]:
+    """The form, the runs so far against the intact one, and the scaled token cosine of each across depth."""
+    st.subheader(t("diag.intervene"))
+    st.markdown(t("diag.intervene_help"))
+    force_form(trace)
+    changes = lessons.remembered("dg_changes", trace) or ()
     ids = trace.token_ids
-    found = lessons.attempt(lambda: [lessons.outcome(request, ids, None), lessons.outcome(request, ids, change)])
-    if found is None:
+    found = lessons.attempt(lambda: [lessons.outcome(request, ids, c) for c in (None, *changes)]) if changes else None
+    if not found:
         return []
-    lessons.comparison(found[0], [(change, found[1])], "dg_compare")
-    series = {t("lesson.intact"): found[0].token_cosine.tolist(), say(change.message): found[1].token_cosine.tolist()}
-    layers_axis = list(range(len(found[0].token_cosine)))
-    fig = plot.fig_lines(layers_axis, series, t("diag.cosine_title"), t("massive.layer_axis"), t("diag.cosine_axis"))
+    runs = list(zip((None, *changes), found, strict=True))
+    lessons.comparison(found[0], runs[1:], "dg_compare")
+    series = {say(c.message) if c else t("lesson.intact"): o.token_cosine_scaled.tolist() for c, o in runs}
+    depth_axis = list(range(len(found[0].token_cosine_scaled)))
+    fig = plot.fig_lines(depth_axis, series, t("diag.cosine_title"), t("massive.layer_axis"), t("diag.cosine_axis"))
     st.plotly_chart(fig, key="dg_cosine")
-    return found
+    return runs
 
 
-def paper(trace: Trace, found: list[interventions.Outcome]) -> None:
+def smoothing(runs: list[tuple[interventions.Intervention | None, Outcome]]) -> str:
+    """Mean scaled token cosine over depth, intact -> with every head made dense (the latest such run)."""
+    dense = [o for c, o in runs if c is not None and c.to == "uniform"]
+    if not dense:
+        return t("diag.do_dense")
+    before, after = float(np.nanmean(runs[0][1].token_cosine_scaled)), float(np.nanmean(dense[-1].token_cosine_scaled))
+    return t("diag.dense_change", before=num(before), after=num(after))
+
+
+def paper(trace: Trace, runs: list[tuple[interventions.Intervention | None, Outcome]]) -> None:
     """Sukenik et al.'s claims beside this text's numbers."""
     counts = {kind: int((trace.heads["kind"] == kind).sum()) for kind in ("sink", "diagonal")}
-    before_after = {"before": num(found[0].loss), "after": num(found[1].loss)} if found else {}
-    loss = t("diag.loss_change", **before_after) if found else t("massive.run_above")
     median_cos = num(np.median(trace.layers["bos_cosine"]), ".2f")
     kinds_found = t("diag.counts", sinks=counts["sink"], diagonals=counts["diagonal"])
     lessons.paper_table(
         [
             (t("diag.paper_cos"), t("diag.paper_cos_value"), t("reads.median_layers", ratio=median_cos)),
             (t("diag.paper_cost"), t("diag.paper_cost_value"), kinds_found),
-            (t("diag.paper_smooth"), t("diag.paper_smooth_value"), loss),
+            (t("diag.paper_smooth"), t("diag.paper_smooth_value"), smoothing(runs) if runs else t("diag.do_dense")),
         ],
         t("diag.paper_source"),
     )

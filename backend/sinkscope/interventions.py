@@ -115,14 +115,15 @@ class DropFirst(Intervention):
 
 @dataclass(frozen=True)
 class ForceHeads(Intervention):
-    """Make chosen (layer, head) pairs attend only to the first token (sink) or only to themselves."""
+    """Make chosen (layer, head) pairs attend only to the first token ("sink"), only to themselves
+    ("diagonal"), or evenly to every key they can see ("uniform": the densest pattern)."""
 
     heads: tuple[tuple[int, int], ...]
     to: str
 
     @property
     def message(self) -> Message:
-        return Message.of("iv.force_sink" if self.to == "sink" else "iv.force_diagonal", n=len(self.heads))
+        return Message.of(f"iv.force_{self.to}", n=len(self.heads))
 
     def edit_scores(self, layer: int, scores: torch.Tensor, rows: torch.Tensor) -> None:
         chosen = [head for at, head in self.heads if at == layer]
@@ -130,6 +131,10 @@ class ForceHeads(Intervention):
             return
         n_kv, group, n_rows, n_keys = scores.shape
         per_head = scores.view(n_kv * group, n_rows, n_keys)  # (head, rows, keys): head = kv_head * group + g
+        if self.to == "uniform":  # equal scores on every visible key; blocked keys keep their minimum
+            visible = per_head[chosen] > attention.MIN_SCORE / 2
+            per_head[chosen] = torch.where(visible, 0.0, attention.MIN_SCORE)
+            return
         target = torch.zeros_like(rows) if self.to == "sink" else rows
         one_hot = torch.full((n_rows, n_keys), attention.MIN_SCORE, device=scores.device)
         one_hot[torch.arange(n_rows), target] = 0.0
@@ -202,7 +207,8 @@ class Outcome:
     nll: np.ndarray  # (token - 1,): -ln p(token t+1 | tokens ..t)
     top: tuple[tuple[str, float], ...]  # the likeliest tokens to follow the text, with probabilities
     heads: dict[str, np.ndarray]  # per-head metrics of the changed run, (layer, head)
-    token_cosine: np.ndarray  # (layer + 1,)
+    token_cosine: np.ndarray  # (layer + 1,), raw residual stream
+    token_cosine_scaled: np.ndarray  # (layer + 1,), channels scaled by their RMS: oversmoothing
 
     @property
     def loss(self) -> float:
@@ -242,6 +248,7 @@ def outcome(loaded: LoadedModel, ids: list[int] | tuple[int, ...], change: Inter
         top=top,
         heads=head_metrics(recorder, loaded.info.n_layers, len(ids)),
         token_cosine=np.array([metrics.token_cosine(h) for h in residual]),
+        token_cosine_scaled=np.array([metrics.token_cosine(h, scaled=True) for h in residual]),
     )
 
 
@@ -326,8 +333,8 @@ def single_token(loaded: LoadedModel, text: str) -> ReplaceFirst:
 
 
 def heads_of_kind(kinds: np.ndarray, kind: str, layers: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
-    """(layer, head) of every head labelled ``kind`` in ``layers``."""
-    found = zip(*np.nonzero(kinds == kind), strict=True)
+    """(layer, head) of every head labelled ``kind`` in ``layers`` ("all": every head there)."""
+    found = zip(*np.nonzero((kinds == kind) | (kind == "all")), strict=True)
     return tuple((int(layer), int(head)) for layer, head in found if layer in layers)
 
 

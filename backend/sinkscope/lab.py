@@ -1,17 +1,14 @@
-"""Training lab: softmax polarizes under gradient descent, and sinks emerge in a tiny transformer.
+"""Training lab, part one: softmax polarizes under gradient descent (tiny transformers: ``sinkscope.toy``).
 
 After Varre, Rofin & Flammarion (2026), "Gradient Flow Polarizes Softmax Outputs towards
-Low-Entropy Solutions": (1) the value-softmax block beta = V sigma(a) trained on a logistic or
-square loss; (2) a 2-layer, 4-head transformer trained on their synthetic induction task.
+Low-Entropy Solutions": the value-softmax block beta = V sigma(a) trained on a logistic or square loss.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -21,7 +18,6 @@ from sinkscope.errors import InputError
 from sinkscope.names import LAB_VARIANTS
 
 VARIANTS = LAB_VARIANTS
-TRANSFORMER_VARIANTS = ("softmax", "softmax+1", "sigmoid", "linear")
 Progress = Callable[[int, int], bool]  # (step, steps) -> keep going?
 
 
@@ -98,137 +94,3 @@ def _record(run: PolarizeRun, step: int, weights: np.ndarray, values: np.ndarray
     run.ratio.append(float(magnitude[1] / magnitude[0]) if magnitude[0] > 0 else float("nan"))
     run.singular_values.append(np.linalg.svd(values, compute_uv=False).tolist())
     run.train_loss.append(objective)
-
-
-# --- The induction task and a tiny transformer -------------------------------------------------
-
-BOS = 0
-VOCAB = 50
-LENGTH = 13  # BOS, 10 distinct tokens, one repeated token, and its continuation as the target
-DISTINCT = LENGTH - 3
-
-
-def induction_batch(batch: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    """(inputs (batch, 12), targets (batch,)): the last input repeats an earlier token; the target is
-    the token that followed it, so the answer is determined by the sequence (copy what came next)."""
-    distinct = torch.stack([torch.randperm(VOCAB - 1, generator=generator)[:DISTINCT] + 1 for _ in range(batch)])
-    pick = torch.randint(0, DISTINCT - 1, (batch,), generator=generator)  # not the last: it has a successor
-    rows = torch.arange(batch)
-    repeated, target = distinct[rows, pick], distinct[rows, pick + 1]
-    inputs = torch.cat([torch.full((batch, 1), BOS), distinct, repeated[:, None]], dim=1)
-    return inputs, target
-
-
-class Attention(torch.nn.Module):
-    def __init__(self, width: int, heads: int, variant: str) -> None:
-        super().__init__()
-        self.heads, self.variant = heads, variant
-        self.qkv = torch.nn.Linear(width, 3 * width)
-        self.out = torch.nn.Linear(width, width)
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        batch, length, width = x.shape
-        q, k, v = self.qkv(x).view(batch, length, 3, self.heads, -1).unbind(2)  # each (batch, pos, head, d)
-        q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (batch, head, pos, d)
-        scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (batch, head, query, key)
-        causal = torch.ones(length, length, dtype=torch.bool).tril()
-        if self.variant in ("softmax", "softmax+1"):
-            weights = normalize(scores.masked_fill(~causal, float("-inf")), self.variant)
-        else:
-            weights = normalize(scores, self.variant) * causal
-        mixed = (weights @ v).transpose(1, 2).reshape(batch, length, width)  # (batch, pos, width)
-        return self.out(mixed), weights
-
-
-class TinyTransformer(torch.nn.Module):
-    """Pre-norm, learned positions, 2 layers x 4 heads, width 128 (the paper's synthetic setting)."""
-
-    def __init__(self, variant: str, width: int = 128, layers: int = 2, heads: int = 4) -> None:
-        super().__init__()
-        self.embed = torch.nn.Embedding(VOCAB, width)
-        self.position = torch.nn.Embedding(LENGTH, width)
-        self.norms = torch.nn.ModuleList(torch.nn.LayerNorm(width) for _ in range(2 * layers + 1))
-        self.attention = torch.nn.ModuleList(Attention(width, heads, variant) for _ in range(layers))
-        self.mlp = torch.nn.ModuleList(
-            torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, width))
-            for _ in range(layers)
-        )
-        self.head = torch.nn.Linear(width, VOCAB)
-
-    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits at the last position (batch, vocab) and every attention map (layer, batch, head, q, k)."""
-        x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1]))
-        maps = []
-        for i, (attention, mlp) in enumerate(zip(self.attention, self.mlp, strict=True)):
-            mixed, weights = attention(self.norms[2 * i](x))
-            x = x + mixed
-            x = x + mlp(self.norms[2 * i + 1](x))
-            maps.append(weights)
-        return self.head(self.norms[-1](x[:, -1])), torch.stack(maps)
-
-
-@dataclass
-class InductionRun:
-    variant: str
-    seed: int
-    steps: list[int] = field(default_factory=list)
-    loss: list[float] = field(default_factory=list)
-    accuracy: list[float] = field(default_factory=list)
-    bos_attention: list[list[list[float]]] = field(default_factory=list)  # step -> layer -> head
-    maps: list[list] = field(default_factory=list)  # step -> (layer, head, query, key) of one sequence
-    example: list[int] = field(default_factory=list)
-
-    def sink_rate(self, eps: float = 0.3) -> float:
-        final = np.array(self.bos_attention[-1])
-        return float(100 * (final > eps).mean())
-
-    def save(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self)))
-
-    @staticmethod
-    def load(path: Path) -> InductionRun:
-        return InductionRun(**json.loads(path.read_text()))
-
-
-def bos_attention(maps: torch.Tensor) -> np.ndarray:
-    """Mean attention each head pays to BOS, over queries 1.. and the batch: (layer, head)."""
-    return maps[..., 1:, 0].mean(dim=(1, 3)).detach().numpy()
-
-
-def train_induction(
-    variant: str = "softmax", steps: int = 2000, seed: int = 0, batch: int = 64, lr: float = 1e-3,
-    checkpoints: int = 20, progress: Progress | None = None,
-) -> InductionRun:  # fmt: skip
-    """Adam on the induction task; every steps/checkpoints, record loss, accuracy and attention."""
-    if variant not in TRANSFORMER_VARIANTS:
-        raise InputError("error.unknown_variant", variant=variant, choices=", ".join(TRANSFORMER_VARIANTS))
-    torch.manual_seed(seed)
-    generator = torch.Generator().manual_seed(seed)
-    model = TinyTransformer(variant)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    probe, probe_targets = induction_batch(256, torch.Generator().manual_seed(10_000 + seed))
-    run = InductionRun(variant, seed, example=probe[0].tolist())
-    every = max(1, steps // checkpoints)
-    for step in range(1, steps + 1):
-        inputs, targets = induction_batch(batch, generator)
-        loss = F.cross_entropy(model(inputs)[0], targets)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if step % every == 0 or step == steps:
-            _checkpoint(run, model, step, probe, probe_targets)
-        if progress is not None and not progress(step, steps):
-            break
-    return run
-
-
-def _checkpoint(
-    run: InductionRun, model: TinyTransformer, step: int, probe: torch.Tensor, targets: torch.Tensor
-) -> None:
-    with torch.no_grad():
-        logits, maps = model(probe)
-    run.steps.append(step)
-    run.loss.append(float(F.cross_entropy(logits, targets)))
-    run.accuracy.append(float((logits.argmax(-1) == targets).float().mean()))
-    run.bos_attention.append(bos_attention(maps).tolist())
-    run.maps.append(np.round(maps[:, 0].numpy(), 4).tolist())  # (layer, head, query, key) of one sequence

@@ -64,3 +64,4 @@ LAYER_COLUMNS: tuple[str, ...] = ("layer", *LAYER_METRICS)
 TITLES: dict[str, str] = {m.name: m.title for m in HEAD if m.title}
 STREAM_METHODS: tuple[str, ...] = ("dense", "window", "sinks", "recompute", "mask-window", "mask-sinks")
 LAB_VARIANTS: tuple[str, ...] = ("softmax", "softmax+1", "sigmoid", "relu", "linear")
+LAB_TASKS: tuple[str, ...] = ("backcopy", "trigger", "induction")  # sinkscope.tasks, the default first

@@ -9,7 +9,12 @@ from pathlib import Path
 
 from sinkscope.cli.common import UsageError, finite, ids_of, load, model_options, text_options
 
-FORCE_CHOICES = {"sink-to-diagonal": ("sink", "diagonal"), "diagonal-to-sink": ("diagonal", "sink")}
+FORCE_CHOICES = {
+    f"{source}-to-{target}": (source, target)
+    for source in ("sink", "diagonal", "all")
+    for target in ("sink", "diagonal", "uniform")
+    if source != target
+}
 ESCAPES = {"\\n": "\n", "\\t": "\t", "\\s": " "}
 
 
@@ -72,6 +77,7 @@ def outcome_json(label: str, outcome: object, intact: object) -> dict[str, objec
         "mean_sink": float(outcome.heads["sink"].mean()),
         "sink_per_layer": outcome.heads["sink"].mean(-1).tolist(),
         "token_cosine": [finite(float(v)) for v in outcome.token_cosine],
+        "token_cosine_scaled": [finite(float(v)) for v in outcome.token_cosine_scaled],
         "top": [{"token": token, "probability": p} for token, p in outcome.top],
     }
 
@@ -128,7 +134,9 @@ def add(commands: argparse._SubParsersAction) -> None:
     command.add_argument("--zero-massive", action="store_true", help="set massive activations to zero")
     command.add_argument("--mean-massive", action="store_true", help="set them to their mean over other texts")
     command.add_argument("--from-layer", type=int, default=1, help="massive edits start at this layer's output")
-    command.add_argument("--force", choices=list(FORCE_CHOICES), help="turn heads of one kind into the other")
+    command.add_argument(
+        "--force", choices=list(FORCE_CHOICES), help="make heads of one kind (or all) attend as another"
+    )
     command.add_argument("--perturb", type=int, metavar="POS", help="compare perturbing token 0 with token POS")
     command.add_argument("--size", type=float, default=1.0, help="perturbation length / median embedding norm")
     command.add_argument("--json", help="write everything as JSON here")

@@ -1,4 +1,4 @@
-"""``sinkscope lab``: the training experiments (softmax polarizes; sinks emerge in a tiny transformer)."""
+"""``sinkscope lab``: the training experiments (softmax polarizes; sinks form where heads are dormant)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
+from sinkscope.names import LAB_TASKS as TASKS
 from sinkscope.names import LAB_VARIANTS
 
 
 def _polarize_report(args: argparse.Namespace) -> dict[str, object]:
     from sinkscope import lab
 
-    run = lab.polarize(args.attention, args.loss, steps=args.steps, seed=args.seed, lr=args.lr or 0.5)
+    run = lab.polarize(args.attention, args.loss, steps=args.steps or 3000, seed=args.seed, lr=args.lr or 0.5)
     print(f"{args.attention}, {args.loss} loss: entropy {run.entropy[0]:.3f} -> {run.entropy[-1]:.3f}")
     return {
         "attention": args.attention,
@@ -26,44 +27,48 @@ def _polarize_report(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
-def _induction_report(args: argparse.Namespace) -> dict[str, object]:
-    from sinkscope import lab
+def _training_report(args: argparse.Namespace) -> dict[str, object]:
+    from sinkscope import toy
 
-    run = lab.train_induction(args.attention, steps=args.steps, seed=args.seed, lr=args.lr or 1e-3)
+    run = toy.train(args.experiment, args.attention, steps=args.steps, seed=args.seed, lr=args.lr)
+    first = run.first_sink_step()
     print(
-        f"{args.attention}: loss {run.loss[-1]:.3f}, accuracy {run.accuracy[-1]:.3f}, sink rate {run.sink_rate():.1f}%"
+        f"{args.experiment}, {args.attention}, seed {args.seed}: loss {run.loss[-1]:.3f}, "
+        f"accuracy at active queries {run.accuracy[-1]:.3f}\n"
+        f"  largest BOS weight at dormant queries {run.final('bos_dormant').max():.3f}, "
+        f"at active queries {run.final('bos_active').max():.3f}; "
+        f"first head >= 0.9 at dormant queries: {'step ' + str(first) if first is not None else 'none'}"
+        + ("" if args.attention in toy.SHARES else " (raw weights: rows need not sum to 1)")
     )
     if args.save:
         Path(args.save).mkdir(parents=True, exist_ok=True)
-        run.save(Path(args.save) / f"{args.attention}.json")
-    final = np.array(run.bos_attention[-1])  # (layer, head)
+        run.save(Path(args.save) / f"{args.attention}-seed{args.seed}.json")
+    names = ("bos_dormant", "bos_active", "total_dormant", "total_active")
+    finals = {name: run.final(name) for name in names}  # each (layer, head)
     heads = [
-        {"layer": layer, "head": head, "value": float(final[layer, head])} for layer, head in np.ndindex(final.shape)
+        {"layer": layer, "head": head, **{name: float(finals[name][layer, head]) for name in names}}
+        for layer, head in np.ndindex(finals["bos_dormant"].shape)
     ]
     return {
-        "attention": args.attention,
-        "steps": run.steps[-1],
-        "final_loss": run.loss[-1],
-        "final_accuracy": run.accuracy[-1],
-        "sink_rate_eps_0.3": run.sink_rate(0.3),
-        "bos_attention": heads,
-    }
+        "task": args.experiment, "attention": args.attention, "seed": args.seed, "steps": run.steps[-1],
+        "final_loss": run.loss[-1], "final_accuracy": run.accuracy[-1], "first_sink_step": first, "heads": heads,
+    }  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> None:
-    report = _polarize_report(args) if args.experiment == "polarize" else _induction_report(args)
+    report = _polarize_report(args) if args.experiment == "polarize" else _training_report(args)
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1))
 
 
 def add(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser("lab", help="training experiments: softmax polarization, sinks emerging")
-    command.add_argument("experiment", choices=["polarize", "induction"])
-    command.add_argument("--attention", default="softmax", help=", ".join(LAB_VARIANTS))
+    command.add_argument("experiment", choices=["polarize", *TASKS], help="polarize, or a task to train on")
+    command.add_argument("--attention", default="softmax", help=", ".join(LAB_VARIANTS) + " (relu: polarize only)")
     command.add_argument("--loss", default="logistic", choices=["logistic", "square"], help="polarize only")
-    command.add_argument("--steps", type=int, default=3000)
+    command.add_argument("--steps", type=int, help="default 3000 (polarize) or the task's (2000)")
     command.add_argument("--seed", type=int, default=0)
-    command.add_argument("--lr", type=float, help="default 0.5 (polarize) or 1e-3 (induction)")
+    command.add_argument("--lr", type=float, help="default 0.5 (polarize) or the task's setup")
     command.add_argument("--json", help="write the final numbers here")
-    command.add_argument("--save", help="induction: write the whole run to DIR/<attention>.json for the page")
+    command.add_argument("--save", metavar="DIR", help="a task: write the run to DIR/<attention>-seed<seed>.json")
     command.set_defaults(run=run)

@@ -1,0 +1,116 @@
+"""The lab's second part: tiny transformers trained on tasks with dormant queries, shipped runs and live ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+from sinkscope import plot, toy
+from sinkscope.names import LAB_TASKS
+
+from views import common
+from views.text import language, num, t
+
+RUNS = Path(__file__).resolve().parent.parent / "assets" / "lab"
+TASK_KEYS = {"backcopy": "lab.task_backcopy", "trigger": "lab.task_trigger", "induction": "lab.task_induction"}
+ABOUT_KEYS = {"backcopy": "lab.about_backcopy", "trigger": "lab.about_trigger", "induction": "lab.about_induction"}
+CLAIM_KEYS = {"sink": "lab.claim_sink", "withhold": "lab.claim_withhold", "switch_off": "lab.claim_switch_off"}
+Runs = dict[tuple[str, int], toy.TrainingRun]  # (variant, seed) -> run
+
+
+@st.cache_data(show_spinner=False)
+def shipped_runs(task: str) -> Runs:
+    """The runs in assets/lab/<task>/ (made by the command in the README)."""
+    runs = [toy.TrainingRun.load(path) for path in sorted((RUNS / task).glob("*.json"))]
+    return {(run.variant, run.seed): run for run in runs}
+
+
+def retrain(task: str, max_steps: int) -> None:
+    """A form that trains one variant live (progress, Stop), shared through the lab's queue and cache."""
+    with st.form(f"train_{task}"):
+        cols = st.columns(3)
+        variant = cols[0].selectbox(t("lab.attention"), toy.VARIANTS, key="train_variant")
+        seed = cols[1].number_input(t("lab.seed"), 0, 10_000, 0, key="train_seed")
+        steps = cols[2].select_slider(t("lab.steps"), [s for s in (250, 500, 1000, 2000) if s <= max_steps] or [250],
+                                      value=min(2000, max_steps), key="train_steps")  # fmt: skip
+        go = st.form_submit_button(t("lab.retrain"))
+    if not go:
+        return
+    st.button(t("stream.stop"), key="stop_training", help=t("lab.stop_help"))  # a click reruns the page: training stops
+    bar = st.progress(0.0)
+
+    def report(step: int, total: int) -> bool:
+        if step % 50 == 0:  # a bar update per step would flood the browser
+            bar.progress(step / total, text=t("lab.retrain_progress", variant=variant, step=step, total=total))
+        return True
+
+    train = lambda: toy.train(task, variant, steps=steps, seed=int(seed), progress=report)  # noqa: E731
+    run = common.run_once("lab", ("train", task, variant, steps, int(seed)), train, t("lab.training_live"))
+    bar.empty()
+    st.session_state.setdefault("lab_runs", {})[(task, variant, int(seed))] = run
+
+
+def table(runs: Runs) -> None:
+    """One row per run: the head that parks most on BOS at dormant queries, with the row's total weight."""
+    rows = []
+    for (variant, seed), run in runs.items():
+        bos = run.final("bos_dormant")
+        top = np.unravel_index(bos.argmax(), bos.shape)  # (layer, head)
+        first = run.first_sink_step()
+        rows.append({
+            t("lab.col_attention"): variant, t("lab.seed"): seed, t("lab.col_loss"): run.loss[-1],
+            t("lab.col_accuracy"): run.accuracy[-1], t("lab.col_head"): f"L{top[0]}H{top[1]}",
+            t("lab.col_bos_dormant"): bos[top], t("lab.col_bos_active"): run.final("bos_active")[top],
+            t("lab.col_total_dormant"): run.final("total_dormant")[top],
+            t("lab.col_first"): str(first) if first is not None else "—",
+        })  # fmt: skip
+    st.dataframe(common.local_table(pd.DataFrame(rows), 3), hide_index=True, key="train_table")
+    st.caption(t("lab.table_help"))
+
+
+def verdicts(runs: Runs) -> None:
+    for found in toy.findings(list(runs.values())):
+        verdict = t("lab.reproduces" if found.holds else "lab.differs")
+        st.markdown(t(CLAIM_KEYS[found.claim], value=num(found.value), verdict=verdict))
+    st.caption(t("lab.sources"))
+
+
+def one_run(runs: Runs) -> None:
+    """A run's heads over training: BOS weight at dormant and at active queries, and the row's total weight."""
+    choices = list(runs)
+    default = choices.index(("softmax", 0)) if ("softmax", 0) in choices else 0
+    variant, seed = st.selectbox(t("lab.run"), choices, index=default, key="train_shown",
+                                 format_func=lambda run: t("lab.run_name", variant=run[0], seed=run[1]))  # fmt: skip
+    run = runs[(variant, seed)]
+    series = {}
+    for name, key in (("bos_dormant", "lab.line_dormant"), ("bos_active", "lab.line_active"),
+                      ("total_dormant", "lab.line_total")):  # fmt: skip
+        values = np.array(getattr(run, name))  # (checkpoint, layer, head)
+        for layer, head in np.ndindex(values.shape[1:]):
+            series[t(key, head=f"L{layer}H{head}")] = values[:, layer, head].tolist()
+    axis = t("lab.share_axis" if variant in toy.ROW_SUMS_TO_ONE else "lab.raw_axis")
+    fig = plot.fig_lines(run.steps, series, t("lab.bos_title", variant=variant), t("lab.step"), axis)
+    st.plotly_chart(fig, key="train_bos")
+    step = st.select_slider(t("lab.checkpoint"), run.map_steps, run.map_steps[-1], key="train_checkpoint")
+    maps = np.array(run.maps[run.map_steps.index(step)])  # (layer, head, query, key)
+    title = t("lab.maps_title", step=step)
+    st.plotly_chart(plot.fig_thumbnails(maps, t("fig.layer"), title, lang=language()), key="train_maps")
+
+
+def section() -> None:
+    st.header(t("lab.sinks_title"))
+    st.markdown(t("lab.sinks_intro"))
+    task = st.radio(t("lab.task"), LAB_TASKS, format_func=lambda name: t(TASK_KEYS[name]), horizontal=True,
+                    key="lab_task")  # fmt: skip
+    st.caption(t(ABOUT_KEYS[task]))
+    retrain(task, common.shared().settings.max_lab_steps)
+    live = {(v, s): run for (name, v, s), run in st.session_state.get("lab_runs", {}).items() if name == task}
+    runs = shipped_runs(task) | live
+    if not runs:
+        st.info(t("lab.no_runs"))
+        return
+    table(runs)
+    verdicts(runs)
+    one_run(runs)
