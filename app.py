@@ -19,6 +19,7 @@ pages = {
     t("nav.experiments"): [
         st.Page("views/streaming.py", title=t("nav.streaming"), icon="🌊", url_path="streaming"),
         st.Page("views/lab.py", title=t("nav.lab"), icon="🧪", url_path="lab"),
+        st.Page("views/claims.py", title=t("claims.title"), icon="✅", url_path="claims"),
         st.Page("views/definitions.py", title=t("definitions.title"), icon="📖", url_path="metrics"),
     ],
 }

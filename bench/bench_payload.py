@@ -58,7 +58,7 @@ def main() -> None:
             ),
             "heads of one layer": plot.fig_thumbnails(layer_thumbs, "layer", "layer"),
             "all layers x heads": plot.fig_thumbnails(thumbnails(loaded, trace.token_ids), "layer", "all"),
-            "depth profile": plot.fig_depth_profile(trace.heads, trace.layers["first_norm_ratio"]),
+            "depth profile": plot.fig_depth_profile(trace.heads, trace.layers),
         }
         for name, fig in built.items():
             print(f"| {trace.n_tokens} | {name} | {len(fig.to_json()) / 1024:.0f} |")

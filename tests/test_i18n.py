@@ -29,13 +29,14 @@ PAGES = [
     "streaming",
     "lab",
     "definitions",
+    "claims",
 ]
 ST_TEXT_CALLS = {
     "title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "metric", "slider",
     "select_slider", "selectbox", "radio", "toggle", "button", "text_input", "text_area", "number_input",
     "multiselect", "download_button", "form_submit_button", "file_uploader", "spinner", "text", "write",
 }  # fmt: skip
-TECHNICAL = {"k", "sink", "value_sink", "norm", "‖k‖", "|h| (log)", "1 / log t", "log10 |h|"}  # names, not prose
+TECHNICAL = {"k", "d", "sink", "value_sink", "norm", "‖k‖", "|h| (log)", "1 / log t", "log10 |h|"}  # names, not prose
 
 
 def string_literals() -> set[str]:

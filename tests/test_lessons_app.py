@@ -145,3 +145,24 @@ def test_every_lesson_handles_a_one_token_text_without_a_traceback(page: str) ->
             submit(at, label)
             said = [e.value for e in at.error] + [w.value for w in at.warning]
             assert any("at least two tokens" in m or m.startswith("No sink heads") for m in said), said
+
+
+VERDICT_WORDS = {"en": ("claim", "verdict", "✅ reproduces"), "fr": ("affirmation", "verdict", "✅ se reproduit"),
+                 "pt": ("afirmação", "veredicto", "✅ reproduz")}  # fmt: skip
+
+
+@pytest.mark.parametrize("lang", ["en", "fr", "pt"])
+def test_the_claims_scoreboard_computes_a_verdict_for_every_claim(lang: str) -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"example": "english", "lang": lang})
+    at.run()
+    at.switch_page("views/claims.py").run()
+    assert not at.exception, at.exception
+    claim, verdict, reproduces = VERDICT_WORDS[lang]
+    board = at.dataframe[0].value
+    assert len(board) == 12 and board[claim].is_unique
+    assert board[verdict].iloc[0] == reproduces  # SmolLM2 sinks: 70% of heads at eps 0.3
+    assert board[verdict].iloc[4] == reproduces  # the half-space condition, measured where attention reads
+    assert board[verdict].iloc[9] == reproduces  # the shipped Bigram-Backcopy softmax runs
+    links = set(board.iloc[:, -1])
+    assert links <= {"/softmax", "/reads-nothing", "/streaming", "/lab", "/diagonals", "/massive", "/break"}

@@ -126,9 +126,7 @@ def page() -> None:
         with tabs[2]:
             all_heads(request, trace)
         with tabs[3]:
-            st.plotly_chart(
-                plot.fig_depth_profile(trace.heads, trace.layers["first_norm_ratio"], lang=language()), key="depth"
-            )
+            st.plotly_chart(plot.fig_depth_profile(trace.heads, trace.layers, lang=language()), key="depth")
     url_state.sync_url()
 
 

@@ -27,6 +27,11 @@ def shipped_runs(task: str) -> Runs:
     return {(run.variant, run.seed): run for run in runs}
 
 
+def live_runs(task: str) -> Runs:
+    """The runs this session trained on ``task``."""
+    return {(v, s): run for (name, v, s), run in st.session_state.get("lab_runs", {}).items() if name == task}
+
+
 def retrain(task: str, max_steps: int) -> None:
     """A form that trains one variant live (progress, Stop), shared through the lab's queue and cache."""
     with st.form(f"train_{task}"):
@@ -60,7 +65,7 @@ def table(runs: Runs) -> None:
         top = np.unravel_index(bos.argmax(), bos.shape)  # (layer, head)
         first = run.first_sink_step()
         rows.append({
-            t("lab.col_attention"): variant, t("lab.seed"): seed, t("lab.col_loss"): run.loss[-1],
+            t("lab.col_attention"): variant, t("lab.col_seed"): seed, t("lab.col_loss"): run.loss[-1],
             t("lab.col_accuracy"): run.accuracy[-1], t("lab.col_head"): f"L{top[0]}H{top[1]}",
             t("lab.col_bos_dormant"): bos[top], t("lab.col_bos_active"): run.final("bos_active")[top],
             t("lab.col_total_dormant"): run.final("total_dormant")[top],
@@ -106,8 +111,7 @@ def section() -> None:
                     key="lab_task")  # fmt: skip
     st.caption(t(ABOUT_KEYS[task]))
     retrain(task, common.shared().settings.max_lab_steps)
-    live = {(v, s): run for (name, v, s), run in st.session_state.get("lab_runs", {}).items() if name == task}
-    runs = shipped_runs(task) | live
+    runs = shipped_runs(task) | live_runs(task)
     if not runs:
         st.info(t("lab.no_runs"))
         return

@@ -45,6 +45,17 @@ def outcome(request: common.Request, ids: tuple[int, ...], change: Intervention 
     return cached(request, "outcome", (ids, change), run, message)
 
 
+def sensitivity(request: common.Request, ids: tuple[int, ...], position: int, size: float) -> dict[int, float]:
+    """Mean KL of the predictions after nudging token 0 and token ``position`` by ``size`` x the median h^0 norm."""
+    loaded = common.get_model(request.model, request.dtype)
+
+    def run() -> dict[int, float]:
+        scale = interventions.embedding_scale(loaded, ids)
+        return interventions.sensitivity(loaded, ids, [0, position], size * scale)
+
+    return cached(request, "sensitivity", (ids, position, size), run, t("break.perturbing"))
+
+
 def geometry(request: common.Request, ids: tuple[int, ...]) -> dict[str, np.ndarray]:
     loaded = common.get_model(request.model, request.dtype)
     return cached(request, "geometry", (ids,), lambda: key_geometry(loaded, ids), t("lesson.reading_keys"))

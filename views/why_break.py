@@ -73,14 +73,7 @@ def sensitivity(request: common.Request, trace: Trace) -> dict[int, float] | Non
     if asked is None:
         return None
     position, size = asked
-    loaded = common.get_model(request.model, request.dtype)
-
-    def run() -> dict[int, float]:
-        scale = interventions.embedding_scale(loaded, trace.token_ids)
-        return interventions.sensitivity(loaded, trace.token_ids, [0, position], size * scale)
-
-    key = (trace.token_ids, position, size)
-    kl = lessons.attempt(lambda: lessons.cached(request, "sensitivity", key, run, t("break.perturbing")))
+    kl = lessons.attempt(lambda: lessons.sensitivity(request, trace.token_ids, position, size))
     if kl is not None:
         cells = st.columns(3)
         cells[0].metric(t("break.kl_first", token=trace.tokens[0]), num(kl[0], ".4f"))

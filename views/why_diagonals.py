@@ -7,7 +7,7 @@ from sinkscope.capture import Trace
 from sinkscope.interventions import Outcome
 from sinkscope.metrics import nan_mean
 
-from views import common, lessons
+from views import common, lessons, sink_cost
 from views.text import language, num, say, t
 
 SOURCES = {"sink": "diag.heads_sink", "diagonal": "diag.heads_diagonal", "all": "diag.heads_all"}
@@ -80,11 +80,11 @@ def smoothing(runs: list[tuple[interventions.Intervention | None, Outcome]]) -> 
     return t("diag.dense_change", before=num(before), after=num(after))
 
 
-def paper(trace: Trace, runs: list[tuple[interventions.Intervention | None, Outcome]]) -> None:
-    """Sukenik et al.'s claims beside this text's numbers."""
-    counts = {kind: int((trace.heads["kind"] == kind).sum()) for kind in ("sink", "diagonal")}
+def paper(trace: Trace, runs: list[tuple[interventions.Intervention | None, Outcome]], cost: dict) -> None:
+    """Sukenik et al.'s claims beside this text's numbers and the cost sweep's slopes."""
+    slopes = {name: num(value, ".2f") if value is not None else "—" for name, value in cost["slopes"].items()}
     median_cos = num(np.median(trace.layers["bos_cosine"]), ".2f")
-    kinds_found = t("diag.counts", sinks=counts["sink"], diagonals=counts["diagonal"])
+    kinds_found = t("diag.cost_slopes", sink=slopes["aligned/sink"], diagonal=slopes["aligned/diagonal"])
     lessons.paper_table(
         [
             (t("diag.paper_cos"), t("diag.paper_cos_value"), t("reads.median_layers", ratio=median_cos)),
@@ -98,7 +98,8 @@ def paper(trace: Trace, runs: list[tuple[interventions.Intervention | None, Outc
 def show(request: common.Request, trace: Trace) -> None:
     depth(trace)
     kinds(trace)
-    paper(trace, intervention(request, trace))
+    runs = intervention(request, trace)
+    paper(trace, runs, sink_cost.section())
 
 
 def page() -> None:

@@ -113,6 +113,9 @@ class DropFirst(Intervention):
             scores[..., rows >= self.k, : self.k] = attention.MIN_SCORE  # scores: (kv_head, group, rows, keys)
 
 
+FORCE_KEYS = {"sink": "iv.force_sink", "diagonal": "iv.force_diagonal", "uniform": "iv.force_uniform"}
+
+
 @dataclass(frozen=True)
 class ForceHeads(Intervention):
     """Make chosen (layer, head) pairs attend only to the first token ("sink"), only to themselves
@@ -123,7 +126,7 @@ class ForceHeads(Intervention):
 
     @property
     def message(self) -> Message:
-        return Message.of(f"iv.force_{self.to}", n=len(self.heads))
+        return Message.of(FORCE_KEYS[self.to], n=len(self.heads))
 
     def edit_scores(self, layer: int, scores: torch.Tensor, rows: torch.Tensor) -> None:
         chosen = [head for at, head in self.heads if at == layer]

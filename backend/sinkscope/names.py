@@ -65,3 +65,4 @@ TITLES: dict[str, str] = {m.name: m.title for m in HEAD if m.title}
 STREAM_METHODS: tuple[str, ...] = ("dense", "window", "sinks", "recompute", "mask-window", "mask-sinks")
 LAB_VARIANTS: tuple[str, ...] = ("softmax", "softmax+1", "sigmoid", "relu", "linear")
 LAB_TASKS: tuple[str, ...] = ("backcopy", "trigger", "induction")  # sinkscope.tasks, the default first
+COST_LENGTHS: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)  # the T of sinkscope.cost's sweep

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from sinkscope import attention
+from sinkscope.arrays import cache_band
 from sinkscope.errors import InputError, ModelLoadError
 from sinkscope.models import LoadedModel
 from sinkscope.names import STREAM_METHODS
@@ -156,10 +157,7 @@ def dense(loaded: LoadedModel, ids: list[int], mask: torch.Tensor | None = None)
 
 def band_mask(n_tokens: int, sinks: int, window: int) -> torch.Tensor:
     """(1, 1, query, key) bool: each query sees its last ``window`` tokens and the first ``sinks``."""
-    t = torch.arange(n_tokens)
-    distance = t[:, None] - t[None, :]  # (query, key)
-    allowed = (distance >= 0) & ((distance < window) | (t[None, :] < sinks))
-    return allowed[None, None]
+    return torch.from_numpy(cache_band(n_tokens, sinks, window))[None, None]
 
 
 def recompute(loaded: LoadedModel, ids: list[int], window: int, progress: Progress | None = None) -> np.ndarray:

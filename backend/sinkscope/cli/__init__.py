@@ -11,7 +11,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from sinkscope.cli import analyze, intervene, lab, stream
+from sinkscope.cli import analyze, cost, intervene, lab, stream
 from sinkscope.cli.common import UsageError
 from sinkscope.errors import SinkscopeError
 
@@ -20,7 +20,7 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="sinkscope", description="Sinkscope: measure attention sinks.")
     root.add_argument("--debug", action="store_true", help="show full tracebacks")
     commands = root.add_subparsers(dest="command", required=True)
-    for command in (analyze, stream, lab, intervene):
+    for command in (analyze, stream, lab, intervene, cost):
         command.add(commands)
     return root
 

@@ -158,21 +158,24 @@ def png_data_url(image: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-def fig_depth_profile(heads: dict[str, np.ndarray], first_norm_ratio: np.ndarray, lang: str = "en") -> go.Figure:
-    """Per decoder layer: mean attention to the first token, and the first token's norm ratios (log axis)."""
+def fig_depth_profile(heads: dict[str, np.ndarray], layers: dict[str, np.ndarray], lang: str = "en") -> go.Figure:
+    """Per decoder layer: mean attention to the first token, the first token's cosine with the others in what
+    that layer reads (``bos_cosine``), and the first token's norm ratios (log axis)."""
     tr = Text(lang)
     n_layers = heads["sink"].shape[0]
-    layers = np.arange(n_layers)
+    depth = np.arange(n_layers)
     fig = go.Figure()
-    fig.add_scatter(x=layers, y=nan_mean(heads["sink"], 1), name=tr("fig.depth_sink"), yaxis="y")
+    fig.add_scatter(x=depth, y=nan_mean(heads["sink"], 1), name=tr("fig.depth_sink"), yaxis="y")
+    reads = layers["bos_cosine"][:n_layers]  # index l: the input norm of decoder layer l applied to h^l
+    fig.add_scatter(x=depth, y=reads, name=tr("fig.depth_bos"), yaxis="y", line={"dash": "dash"})
     fig.add_scatter(
-        x=layers,
-        y=first_norm_ratio[:n_layers],  # h^l: the residual stream entering decoder layer l
+        x=depth,
+        y=layers["first_norm_ratio"][:n_layers],  # h^l: the residual stream entering decoder layer l
         name=tr("fig.depth_norm"),
         yaxis="y2",
     )
     fig.add_scatter(
-        x=layers,
+        x=depth,
         y=nan_mean(heads["value_norm_ratio"], 1),
         name=tr("fig.depth_value"),
         yaxis="y2",
@@ -181,7 +184,7 @@ def fig_depth_profile(heads: dict[str, np.ndarray], first_norm_ratio: np.ndarray
     fig.update_layout(
         title=tr("fig.depth_title"),
         xaxis={"title": tr("fig.decoder_layer"), "dtick": 2},
-        yaxis={"title": tr("fig.attention"), "range": [0, 1]},
+        yaxis={"title": tr("fig.attention_cosine"), "range": [-1, 1]},
         yaxis2={"title": tr("fig.ratio_log"), "type": "log", "dtick": 1, "overlaying": "y", "side": "right"},
         legend={"orientation": "h", "y": -0.25},
         height=420,

@@ -1,0 +1,112 @@
+"""Claims scoreboard: every claim of the papers, the published number, this model's, and a computed verdict."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+from sinkscope import claims, interventions, streaming
+from sinkscope.capture import Trace
+
+from views import common, lab, lab_training, lessons, sink_cost, url_state
+from views.text import say, t
+
+PAGES = {
+    "softmax_sink": "softmax", "value_little": "reads-nothing", "streaming": "streaming", "plus_one": "lab",
+    "half_space": "diagonals", "dense_smooths": "diagonals", "sink_cheaper": "diagonals", "polarizes": "lab",
+    "sigmoid_flat": "lab", "toy_sink": "lab", "massive_first": "massive", "one_token": "break",
+}  # fmt: skip
+TEXTS = {
+    "softmax_sink": ("claims.softmax_sink", "claims.softmax_sink.published"),
+    "value_little": ("claims.value_little", "claims.value_little.published"),
+    "streaming": ("claims.streaming", "claims.streaming.published"),
+    "plus_one": ("claims.plus_one", "claims.plus_one.published"),
+    "half_space": ("claims.half_space", "claims.half_space.published"),
+    "dense_smooths": ("claims.dense_smooths", "claims.dense_smooths.published"),
+    "sink_cheaper": ("claims.sink_cheaper", "claims.sink_cheaper.published"),
+    "polarizes": ("claims.polarizes", "claims.polarizes.published"),
+    "sigmoid_flat": ("claims.sigmoid_flat", "claims.sigmoid_flat.published"),
+    "toy_sink": ("claims.toy_sink", "claims.toy_sink.published"),
+    "massive_first": ("claims.massive_first", "claims.massive_first.published"),
+    "one_token": ("claims.one_token", "claims.one_token.published"),
+}  # catalogue keys: the claim, the published figure
+STATUS = {"reproduces": "claims.reproduces", "differs": "claims.differs", "needs_run": "claims.needs_run"}
+STREAM = {"tokens": 512, "sinks": 4, "window": 60}  # one-pass mask engines: three forward passes in all
+
+
+def streaming_check(request: common.Request) -> dict[str, float]:
+    """Dense, window and 4 sinks + window perplexity on Python's help text (mask engines: fast, labelled)."""
+    loaded = common.get_model(request.model, request.dtype)
+    streaming.rotary_of(loaded.model)  # the same check the streaming page makes: a standard RoPE model
+
+    def run() -> dict[str, float]:
+        ids = loaded.tokenizer(streaming.builtin_text(), add_special_tokens=False)["input_ids"][: STREAM["tokens"]]
+        methods = {"dense": "dense", "window": "mask-window", "sinks": "mask-sinks"}
+        nll = {
+            name: streaming.streaming_nll(loaded, ids, m, STREAM["sinks"], STREAM["window"])
+            for name, m in methods.items()
+        }
+        return {name: streaming.perplexity(values) for name, values in nll.items()}
+
+    return lessons.cached(request, "claims_streaming", (), run, t("claims.measuring_streaming"))
+
+
+def dense_pair(request: common.Request, trace: Trace) -> tuple[interventions.Outcome, interventions.Outcome]:
+    """The intact run and the run with every head dense (uniform over its visible keys)."""
+    every = interventions.heads_of_kind(trace.heads["kind"], "all", tuple(range(trace.shape[0])))
+    dense = interventions.ForceHeads(every, "uniform")
+    return lessons.outcome(request, trace.token_ids, None), lessons.outcome(request, trace.token_ids, dense)
+
+
+def measured(request: common.Request, trace: Trace) -> list[claims.Verdict]:
+    """Everything the verdicts need: cheap runs on this text, the lab's and the cost sweep's shipped results."""
+    ids = trace.token_ids
+    kl = (
+        lessons.attempt(lambda: lessons.sensitivity(request, ids, trace.n_tokens // 2, 1.0))
+        if trace.n_tokens > 2
+        else None
+    )
+    dense = interventions.ForceHeads(
+        interventions.heads_of_kind(trace.heads["kind"], "all", tuple(range(trace.shape[0]))), "uniform"
+    )
+    pair = (
+        lessons.attempt(lambda: (lessons.outcome(request, ids, None), lessons.outcome(request, ids, dense)))
+        if trace.n_tokens > 1
+        else None
+    )
+    ppl = lessons.attempt(lambda: streaming_check(request))
+    backcopy = list((lab_training.shipped_runs("backcopy") | lab_training.live_runs("backcopy")).values())
+    polarize = lab.polarize_runs(("softmax", "sigmoid"), "logistic", (8, 16), 3000, 0.5, 0)
+    cost = st.session_state.get("cost_result") or sink_cost.shipped()
+    return claims.scoreboard(trace, backcopy, polarize, cost, kl, ppl, pair)
+
+
+def table(verdicts: list[claims.Verdict]) -> None:
+    rows = [
+        {
+            t("claims.col_claim"): t(TEXTS[v.claim][0]),
+            t("claims.col_published"): t(TEXTS[v.claim][1]),
+            t("claims.col_yours"): say(v.measured) if v.measured is not None else "—",
+            t("claims.col_verdict"): t(STATUS[v.status]),
+            t("claims.col_page"): "/" + PAGES[v.claim],
+        }
+        for v in verdicts
+    ]
+    link = st.column_config.LinkColumn(t("claims.col_page"), display_text=t("claims.open"))
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="claims_table", column_config={t("claims.col_page"): link})
+    counts = {status: sum(v.status == status for v in verdicts) for status in STATUS}
+    st.markdown(t("claims.summary", reproduces=counts["reproduces"], differs=counts["differs"], total=len(verdicts)))
+
+
+def page() -> None:
+    """Claims scoreboard: each claim measured on the sidebar's model and text, or on the lab's runs."""
+    st.title(t("claims.title"))
+    st.markdown(t("claims.intro"))
+    analysis = common.current_analysis(common.sidebar())
+    if analysis is not None:
+        table(measured(analysis.request, analysis.trace))
+        st.caption(t("claims.how"))
+    url_state.sync_url()
+
+
+if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
+    page()

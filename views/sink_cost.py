@@ -1,0 +1,89 @@
+"""Why a sink is cheaper than a diagonal: our own measurement of the query-key norm each one needs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+from sinkscope import plot
+
+from views import common
+from views.text import num, t
+
+SHIPPED = Path(__file__).resolve().parent.parent / "assets" / "cost.json"
+PUBLISHED = {"sink": 1.0, "diagonal": 1.5}  # Súkeník et al.: norm ~ T for a sink, ~ T^1.5 for a diagonal
+GEOMETRY_KEYS = {"aligned": "cost.aligned", "random": "cost.random"}
+PATTERN_KEYS = {"sink": "cost.sink", "diagonal": "cost.diagonal"}
+
+
+@st.cache_data(show_spinner=False)
+def shipped() -> dict:
+    """The sweep made by ``sinkscope cost --json assets/cost.json`` (d 32, delta 0.1, seed 0, T up to 1024)."""
+    return json.loads(SHIPPED.read_text(encoding="utf-8"))
+
+
+def live(dim: int, delta: float, seed: int, max_length: int) -> dict:
+    """The same sweep for other controls, shared through the lab's queue and cache."""
+
+    def run() -> dict:
+        from sinkscope import cost
+
+        lengths = tuple(n for n in cost.LENGTHS if n <= max_length)
+        points = cost.sweep(dim=dim, delta=delta, seed=seed, lengths=lengths)
+        found = [p.__dict__ for p in points]
+        slopes = {
+            f"{g}/{p}": cost.slope([q for q in points if q.geometry == g and q.pattern == p])
+            for g in cost.GEOMETRIES
+            for p in cost.PATTERNS
+        }
+        return {"dim": dim, "delta": delta, "seed": seed, "slopes": slopes, "points": found}
+
+    return common.run_once("lab", ("cost", dim, delta, seed, max_length), run, t("cost.measuring"))
+
+
+def controls() -> dict:
+    with st.form("cost_form"):
+        cols = st.columns(4)
+        dim = cols[0].select_slider("d", [8, 16, 32, 64], 32, key="cost_dim")
+        delta = cols[1].select_slider("δ", [0.01, 0.05, 0.1, 0.2], 0.1, key="cost_delta")
+        seed = cols[2].number_input(t("lab.seed"), 0, 1000, 0, key="cost_seed")
+        longest = cols[3].select_slider(t("cost.longest"), [64, 128, 256, 512], 256, key="cost_longest")
+        go = st.form_submit_button(t("cost.run"))
+    if go:
+        st.session_state["cost_result"] = live(dim, delta, int(seed), longest)
+    return st.session_state.get("cost_result") or shipped()
+
+
+def figure(result: dict) -> None:
+    lengths, norms = {}, {}
+    for point in result["points"]:
+        name = t("cost.line", pattern=t(PATTERN_KEYS[point["pattern"]]), geometry=t(GEOMETRY_KEYS[point["geometry"]]))
+        lengths.setdefault(name, []).append(point["n_tokens"])
+        norms.setdefault(name, []).append(point["norm"] if point["norm"] is not None else np.nan)
+    title = t("cost.title", dim=result["dim"], delta=num(result["delta"], "g"))
+    st.plotly_chart(plot.fig_lines(lengths, norms, title, "T", "‖W‖_F", log_x=True, log_y=True), key="cost_chart")
+
+
+def slopes(result: dict) -> None:
+    rows = []
+    for name, slope in result["slopes"].items():
+        geometry, pattern = name.split("/")
+        rows.append({
+            t("cost.col_pattern"): t(PATTERN_KEYS[pattern]), t("cost.col_geometry"): t(GEOMETRY_KEYS[geometry]),
+            t("cost.col_slope"): slope if slope is not None else np.nan, t("cost.col_paper"): PUBLISHED[pattern],
+        })  # fmt: skip
+    st.dataframe(common.local_table(pd.DataFrame(rows), 2), hide_index=True, key="cost_slopes")
+
+
+def section() -> dict:
+    """The section; returns the sweep shown (shipped, or the user's own)."""
+    st.subheader(t("cost.heading"))
+    st.markdown(t("cost.intro"))
+    result = controls()
+    figure(result)
+    slopes(result)
+    st.caption(t("cost.differs"))
+    return result
