@@ -10,25 +10,20 @@ from sinkscope.capture import Trace
 from views import common, lab, lab_training, lessons, sink_cost, url_state
 from views.text import say, t
 
-PAGES = {
-    "softmax_sink": "softmax", "value_little": "reads-nothing", "streaming": "streaming", "plus_one": "lab",
-    "half_space": "diagonals", "dense_smooths": "diagonals", "sink_cheaper": "diagonals", "polarizes": "lab",
-    "sigmoid_flat": "lab", "toy_sink": "lab", "massive_first": "massive", "one_token": "break",
-}  # fmt: skip
-TEXTS = {
-    "softmax_sink": ("claims.softmax_sink", "claims.softmax_sink.published"),
-    "value_little": ("claims.value_little", "claims.value_little.published"),
-    "streaming": ("claims.streaming", "claims.streaming.published"),
-    "plus_one": ("claims.plus_one", "claims.plus_one.published"),
-    "half_space": ("claims.half_space", "claims.half_space.published"),
-    "dense_smooths": ("claims.dense_smooths", "claims.dense_smooths.published"),
-    "sink_cheaper": ("claims.sink_cheaper", "claims.sink_cheaper.published"),
-    "polarizes": ("claims.polarizes", "claims.polarizes.published"),
-    "sigmoid_flat": ("claims.sigmoid_flat", "claims.sigmoid_flat.published"),
-    "toy_sink": ("claims.toy_sink", "claims.toy_sink.published"),
-    "massive_first": ("claims.massive_first", "claims.massive_first.published"),
-    "one_token": ("claims.one_token", "claims.one_token.published"),
-}  # catalogue keys: the claim, the published figure
+SHOWN = {  # claim -> (catalogue key of the claim, of the published figure, the page that measures it)
+    "softmax_sink": ("claims.softmax_sink", "claims.softmax_sink.published", "softmax"),
+    "value_little": ("claims.value_little", "claims.value_little.published", "reads-nothing"),
+    "streaming": ("claims.streaming", "claims.streaming.published", "streaming"),
+    "plus_one": ("claims.plus_one", "claims.plus_one.published", "lab"),
+    "half_space": ("claims.half_space", "claims.half_space.published", "diagonals"),
+    "dense_smooths": ("claims.dense_smooths", "claims.dense_smooths.published", "diagonals"),
+    "sink_cheaper": ("claims.sink_cheaper", "claims.sink_cheaper.published", "diagonals"),
+    "polarizes": ("claims.polarizes", "claims.polarizes.published", "lab"),
+    "sigmoid_flat": ("claims.sigmoid_flat", "claims.sigmoid_flat.published", "lab"),
+    "toy_sink": ("claims.toy_sink", "claims.toy_sink.published", "lab"),
+    "massive_first": ("claims.massive_first", "claims.massive_first.published", "massive"),
+    "one_token": ("claims.one_token", "claims.one_token.published", "break"),
+}
 STATUS = {"reproduces": "claims.reproduces", "differs": "claims.differs", "needs_run": "claims.needs_run"}
 STREAM = {"tokens": 512, "sinks": 4, "window": 60}  # one-pass mask engines: three forward passes in all
 
@@ -83,11 +78,11 @@ def measured(request: common.Request, trace: Trace) -> list[claims.Verdict]:
 def table(verdicts: list[claims.Verdict]) -> None:
     rows = [
         {
-            t("claims.col_claim"): t(TEXTS[v.claim][0]),
-            t("claims.col_published"): t(TEXTS[v.claim][1]),
+            t("claims.col_claim"): t(SHOWN[v.claim][0]),
+            t("claims.col_published"): t(SHOWN[v.claim][1]),
             t("claims.col_yours"): say(v.measured) if v.measured is not None else "—",
             t("claims.col_verdict"): t(STATUS[v.status]),
-            t("claims.col_page"): "/" + PAGES[v.claim],
+            t("claims.col_page"): "/" + SHOWN[v.claim][2],
         }
         for v in verdicts
     ]
