@@ -101,11 +101,10 @@ def from_polarize(runs: Mapping[str, PolarizeRun]) -> list[Verdict]:
 
 def from_cost(cost: Mapping[str, object]) -> Verdict:
     """Aligned embeddings: the sink's norm grows more slowly with T than the diagonal's (its slope is lower)."""
-    slopes = cost["slopes"]
-    sink, diagonal = slopes["aligned/sink"], slopes["aligned/diagonal"]
-    holds = sink is not None and diagonal is not None and sink < diagonal
-    return _verdict("sink_cheaper", holds, "claims.yours.cost", sink=round(sink or np.nan, 2),
-                    diagonal=round(diagonal or np.nan, 2))  # fmt: skip
+    found = {name: np.nan if value is None else float(value) for name, value in cost["slopes"].items()}
+    sink, diagonal = found["aligned/sink"], found["aligned/diagonal"]  # JSON writes a slope never found as null
+    return _verdict("sink_cheaper", bool(sink < diagonal), "claims.yours.cost", sink=round(sink, 2),
+                    diagonal=round(diagonal, 2))  # fmt: skip
 
 
 def from_sensitivity(kl: Mapping[int, float] | None) -> Verdict:
