@@ -161,6 +161,7 @@ def test_the_claims_scoreboard_computes_a_verdict_for_every_claim(lang: str) -> 
     claim, verdict, reproduces = VERDICT_WORDS[lang]
     board = at.dataframe[0].value
     assert len(board) == 12 and board[claim].is_unique
+    assert list(board.columns[:2]) == [claim, verdict]  # the verdict stands beside its claim
     assert board[verdict].iloc[0] == reproduces  # SmolLM2 sinks: 70% of heads at eps 0.3
     assert board[verdict].iloc[4] == reproduces  # the half-space condition, measured where attention reads
     assert board[verdict].iloc[9] == reproduces  # the shipped Bigram-Backcopy softmax runs

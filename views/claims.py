@@ -24,6 +24,10 @@ SHOWN = {  # claim -> (catalogue key of the claim, of the published figure, the 
     "massive_first": ("claims.massive_first", "claims.massive_first.published", "massive"),
     "one_token": ("claims.one_token", "claims.one_token.published", "break"),
 }
+COLUMNS = {
+    "claim": "claims.col_claim", "verdict": "claims.col_verdict", "yours": "claims.col_yours",
+    "published": "claims.col_published", "page": "claims.col_page",
+}  # fmt: skip
 STATUS = {"reproduces": "claims.reproduces", "differs": "claims.differs", "needs_run": "claims.needs_run"}
 STREAM = {"tokens": 512, "sinks": 4, "window": 60}  # one-pass mask engines: three forward passes in all
 
@@ -76,18 +80,22 @@ def measured(request: common.Request, trace: Trace) -> list[claims.Verdict]:
 
 
 def table(verdicts: list[claims.Verdict]) -> None:
+    """One row per claim, the verdict beside the claim; every row visible without scrolling."""
+    columns = {name: t(key) for name, key in COLUMNS.items()}
     rows = [
         {
-            t("claims.col_claim"): t(SHOWN[v.claim][0]),
-            t("claims.col_published"): t(SHOWN[v.claim][1]),
-            t("claims.col_yours"): say(v.measured) if v.measured is not None else "—",
-            t("claims.col_verdict"): t(STATUS[v.status]),
-            t("claims.col_page"): "/" + SHOWN[v.claim][2],
+            columns["claim"]: t(SHOWN[v.claim][0]),
+            columns["verdict"]: t(STATUS[v.status]),
+            columns["yours"]: say(v.measured) if v.measured is not None else "—",
+            columns["published"]: t(SHOWN[v.claim][1]),
+            columns["page"]: "/" + SHOWN[v.claim][2],
         }
         for v in verdicts
     ]
-    link = st.column_config.LinkColumn(t("claims.col_page"), display_text=t("claims.open"))
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="claims_table", column_config={t("claims.col_page"): link})
+    config = {columns[name]: st.column_config.TextColumn(width="large") for name in ("claim", "yours", "published")}
+    config[columns["page"]] = st.column_config.LinkColumn(display_text=t("claims.open"))
+    height = 36 * (len(rows) + 1) + 3  # every row shows
+    st.dataframe(pd.DataFrame(rows), hide_index=True, key="claims_table", column_config=config, height=height)
     counts = {status: sum(v.status == status for v in verdicts) for status in STATUS}
     st.markdown(t("claims.summary", reproduces=counts["reproduces"], differs=counts["differs"], total=len(verdicts)))
 

@@ -23,7 +23,8 @@ Runs = dict[tuple[str, int], toy.TrainingRun]  # (variant, seed) -> run
 @st.cache_data(show_spinner=False)
 def shipped_runs(task: str) -> Runs:
     """The runs in assets/lab/<task>/ (made by the command in the README)."""
-    runs = [toy.TrainingRun.load(path) for path in sorted((RUNS / task).glob("*.json"))]
+    runs = [toy.TrainingRun.load(path) for path in (RUNS / task).glob("*.json")]
+    runs.sort(key=lambda run: (toy.VARIANTS.index(run.variant), run.seed))  # softmax first: the story starts there
     return {(run.variant, run.seed): run for run in runs}
 
 

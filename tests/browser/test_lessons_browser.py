@@ -37,3 +37,15 @@ def test_the_chosen_text_follows_the_user_to_a_lesson_and_an_intervention_runs(p
     cell = page.get_by_text("drop the first 1 key(s) in layers 2-29")  # drawn on a canvas: the cell stays hidden
     expect(cell.first).to_be_attached(timeout=LOAD)
     expect(page.get_by_text("Mean attention to the first token per layer").first).to_be_visible(timeout=LOAD)
+
+
+def test_the_claims_scoreboard_and_the_lab_open_from_direct_links(page: Page, app_url: str) -> None:
+    page.goto(f"{app_url}/claims?example=english")
+    expect(page.get_by_text(re.compile(r"of 12 claims reproduce here"))).to_be_visible(timeout=LOAD)
+    expect(page.get_by_text("Traceback")).to_have_count(0)
+    page.goto(f"{app_url}/lab")
+    expect(page.get_by_text("Softmax forms a sink").first).to_be_visible(timeout=LOAD)
+    expect(page.get_by_text("share of attention").first).to_be_visible(timeout=LOAD)  # the softmax run's axis
+    page.get_by_text("Triggered induction").click()
+    expect(page.get_by_text(re.compile(r"^Bietti et al\. \(2023\)"))).to_be_visible(timeout=LOAD)
+    expect(page.get_by_text("Traceback")).to_have_count(0)
