@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,7 +44,7 @@ def test_analyze_writes_the_documented_csvs_and_json(tmp_path: Path) -> None:
         (["analyze", "--model", "nope", "--text", "hi"], "Unknown model 'nope'"),
         (["analyze", "--text", "word " * 9000], "--max-tokens"),
         (["stream", "--methods", "dense,bogus", "--tokens", "50"], "Unknown method"),
-        (["stream", "--window", "0"], "--window must be at least 1"),
+        (["stream", "--window", "0"], "--window: 0 must be at least 1"),
     ],
 )
 def test_errors_print_one_line_and_no_traceback(args: list[str], message: str) -> None:
@@ -124,10 +125,46 @@ def test_intervene_prints_loss_and_predictions_before_and_after(tmp_path: Path) 
         (["--text", "Some text here", "--replace-first", "many words here"], "exactly one"),
         (["--text", "Some text here", "--perturb", "50"], "past the last token"),
         (["--text", "   ", "--drop-first", "1"], "The text is empty"),
-        (["--text", "Some text here", "--drop-first", "0"], "--drop-first must be at least 1"),
+        (["--text", "Some text here", "--drop-first", "0"], "--drop-first: 0 must be at least 1"),
+        (["--text", "Some text here", "--drop-first", "99999"], "drops every key of this 3-token text"),
+        (["--text", "Some text here", "--zero-massive", "--from-layer", "999"], "past this model's last layer"),
     ],
 )
 def test_intervene_explains_bad_input_in_one_line(args: list[str], message: str) -> None:
     done = cli("intervene", *args)
     assert done.returncode == 2
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["analyze", "--text", "a b", "--eps", "-1"], "--eps: -1 must be between 0 and 1 (both excluded)"),
+        (["analyze", "--text", "a b", "--eps", "nan"], "--eps: nan must be between 0 and 1"),
+        (["intervene", "--text", "a b", "--perturb", "1", "--size", "nan"], "--size: nan must be above 0"),
+        (["lab", "backcopy", "--lr", "nan"], "--lr: nan must be above 0"),
+        (["lab", "backcopy", "--seed", "-1"], "--seed: -1 must be at least 0"),
+        (["analyze", "--text", "a b", "--device", "bogus"], "invalid choice: 'bogus'"),
+        (
+            ["analyze", "--text", "a b", "--json", "/no/such/folder/out.json"],
+            "the folder /no/such/folder does not exist",
+        ),
+        (["analyze", "--text", "a b", "--json", "/tmp"], "is a folder; give a file name"),
+        (["lab", "backcopy", "--save", "/etc/hostname"], "is a file; give a folder"),
+    ],
+)
+def test_bad_arguments_get_one_error_line_before_any_work(args: list[str], message: str) -> None:
+    done = cli(*args)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:") and message in lines[0], done.stderr
+
+
+def test_a_device_this_machine_lacks_says_which_it_has() -> None:
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    done = cli("analyze", "--text", "a b", "--device", "cuda")
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "error: Device 'cuda' is not available on this machine; available: cpu (or auto)."
+    )

@@ -62,14 +62,21 @@ class LoadedModel:
     info: ModelInfo
 
 
+def available_devices() -> list[str]:
+    """The devices this machine can run on, the fastest first."""
+    found = ["cuda"] if torch.cuda.is_available() else []
+    found += ["mps"] if torch.backends.mps.is_available() else []
+    return [*found, "cpu"]
+
+
 def resolve_device(device: str = "auto") -> str:
-    if device != "auto":
-        return device
-    if torch.cuda.is_available():
-        return "cuda"
-    if torch.backends.mps.is_available():
-        return "mps"
-    return "cpu"
+    """``auto`` -> the fastest device here; a device this machine lacks is a ModelLoadError naming those it has."""
+    available = available_devices()
+    if device == "auto":
+        return available[0]
+    if device not in available:
+        raise ModelLoadError("error.device", device=device, available=", ".join(available))
+    return device
 
 
 def resolve_dtype(dtype: str, device: str) -> torch.dtype:
@@ -167,10 +174,10 @@ def load_model(
     """Open a bundled model key, a local model directory or a hub id, ready for ``analyze``."""
     progress = progress or log.info
     attention.register()
+    device = resolve_device(device)  # before any work: a missing device is the user's to fix
+    torch_dtype = resolve_dtype(dtype, device)
     source, label = _source_of(spec.strip(), progress)
     _check_causal_lm(source, spec)
-    device = resolve_device(device)
-    torch_dtype = resolve_dtype(dtype, device)
     progress(f"Loading {label} on {device}…")
     try:
         model = AutoModelForCausalLM.from_pretrained(

@@ -66,3 +66,4 @@ STREAM_METHODS: tuple[str, ...] = ("dense", "window", "sinks", "recompute", "mas
 LAB_VARIANTS: tuple[str, ...] = ("softmax", "softmax+1", "sigmoid", "relu", "linear")
 LAB_TASKS: tuple[str, ...] = ("backcopy", "trigger", "induction")  # sinkscope.tasks, the default first
 COST_LENGTHS: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)  # the T of sinkscope.cost's sweep
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")

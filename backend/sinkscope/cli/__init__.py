@@ -12,12 +12,12 @@ import sys
 from collections.abc import Sequence
 
 from sinkscope.cli import analyze, cost, intervene, lab, stream
-from sinkscope.cli.common import UsageError
+from sinkscope.cli.common import Parser, UsageError, check_outputs
 from sinkscope.errors import SinkscopeError
 
 
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="sinkscope", description="Sinkscope: measure attention sinks.")
+    root = Parser(prog="sinkscope", description="Sinkscope: measure attention sinks.")
     root.add_argument("--debug", action="store_true", help="show full tracebacks")
     commands = root.add_subparsers(dest="command", required=True)
     for command in (analyze, stream, lab, intervene, cost):
@@ -28,11 +28,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    for name in ("max_tokens", "tokens", "window", "steps"):
-        if getattr(args, name, 1) is not None and getattr(args, name, 1) < 1:
-            print(f"error: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
-            return 2
     try:
+        check_outputs(args)
         args.run(args)
     except (SinkscopeError, UsageError) as err:
         if args.debug:

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from sinkscope.cli.common import finite, ids_of, load, model_options, text_options, write_csv
+from sinkscope.cli.common import finite, ids_of, load, model_options, number, text_options, write_csv
 from sinkscope.names import DEFAULT_EPS, HEAD_COLUMNS, KINDS, LAYER_COLUMNS
 
 
@@ -55,7 +55,9 @@ def add(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser("analyze", help="per-head and per-layer metrics of one text")
     model_options(command)
     text_options(command)
-    command.add_argument("--eps", type=float, default=DEFAULT_EPS, help="sink-rate threshold (default 0.3)")
+    command.add_argument(
+        "--eps", type=number(float, 0, 1, strict=True), default=DEFAULT_EPS, help="sink-rate threshold (default 0.3)"
+    )
     command.add_argument("--heads-csv", help="write per-head metrics here")
     command.add_argument("--layers-csv", help="write per-layer metrics here")
     command.add_argument("--json", help="write everything as JSON here")

@@ -9,11 +9,13 @@ import argparse
 import csv
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from sinkscope.bundled import DEFAULT_MODEL
 from sinkscope.errors import TokenLimitError
+from sinkscope.names import DEVICES
 from sinkscope.tokens import decode_text
 
 log = logging.getLogger("sinkscope")
@@ -22,6 +24,57 @@ MAX_FILE_BYTES = 5_000_000
 
 class UsageError(Exception):
     """A command-line mistake: printed as one ``error:`` line (in English, like the whole CLI), exit 2."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a bad argument prints one ``error:`` line (no usage block) and exits 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def number(kind: type, low: float | None = None, high: float | None = None, strict: bool = False) -> Callable:
+    """An argparse type: a finite int or float within [low, high] (``strict``: the ends excluded)."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{text}' is not {'an integer' if kind is int else 'a number'}") from None
+        too_low = low is not None and (value <= low if strict else value < low)
+        too_high = high is not None and (value >= high if strict else value > high)
+        if not math.isfinite(value) or too_low or too_high:
+            raise argparse.ArgumentTypeError(f"{text} must be {_bounds(low, high, strict)}")
+        return value
+
+    return parse
+
+
+def _bounds(low: float | None, high: float | None, strict: bool) -> str:
+    if low is not None and high is not None:
+        return f"between {low} and {high}" + (" (both excluded)" if strict else "")
+    if low is not None:
+        return f"{'above' if strict else 'at least'} {low}"
+    return f"{'below' if strict else 'at most'} {high}"
+
+
+OUTPUT_FILES = ("json", "heads_csv", "layers_csv", "csv", "per_token_csv")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Refuse output paths that cannot be written, before any work is done."""
+    for name in OUTPUT_FILES:
+        path = getattr(args, name, None)
+        if path is None:
+            continue
+        target = Path(path)
+        if target.is_dir():
+            raise UsageError(f"--{name.replace('_', '-')} {path} is a folder; give a file name.")
+        if not target.parent.is_dir():
+            raise UsageError(f"--{name.replace('_', '-')} {path}: the folder {target.parent} does not exist.")
+    save = getattr(args, "save", None)
+    if save is not None and Path(save).exists() and not Path(save).is_dir():
+        raise UsageError(f"--save {save} is a file; give a folder.")
 
 
 def read_text_file(path: str) -> str:
@@ -71,7 +124,7 @@ def finite(value: object) -> object:
 
 def model_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--model", default=DEFAULT_MODEL, help="bundled key, hub id or local directory")
-    command.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    command.add_argument("--device", default="auto", choices=DEVICES, help="auto (the default), cpu, cuda or mps")
     command.add_argument("--dtype", default="auto", help="auto, float32, bfloat16 or float16")
 
 
@@ -79,4 +132,4 @@ def text_options(command: argparse.ArgumentParser) -> None:
     source = command.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="the text itself")
     source.add_argument("--text-file", help="a UTF-8 text file")
-    command.add_argument("--max-tokens", type=int, help="use only the first N tokens")
+    command.add_argument("--max-tokens", type=number(int, 1), help="use only the first N tokens")

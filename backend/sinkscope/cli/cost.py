@@ -7,7 +7,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from sinkscope.cli.common import UsageError, finite
+from sinkscope.cli.common import UsageError, finite, number
 from sinkscope.names import COST_LENGTHS as LENGTHS
 
 
@@ -33,9 +33,16 @@ def run(args: argparse.Namespace) -> None:
 
 def add(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser("cost", help="how the norm needed for a sink or a diagonal grows with T")
-    command.add_argument("--dim", type=int, default=32, help="embedding dimensions d")
-    command.add_argument("--delta", type=float, default=0.1, help="each query puts at least 1 - delta on its target")
-    command.add_argument("--seed", type=int, default=0)
-    command.add_argument("--max-length", type=int, default=1024, help="the longest T (8, 16, ... 1024)")
+    command.add_argument("--dim", type=number(int, 2), default=32, help="embedding dimensions d")
+    command.add_argument(
+        "--delta",
+        type=number(float, 0, 1, strict=True),
+        default=0.1,
+        help="each query puts at least 1 - delta on its target",
+    )
+    command.add_argument("--seed", type=number(int, 0), default=0)
+    command.add_argument(
+        "--max-length", type=int, choices=LENGTHS, default=1024, help="the longest T (8, 16, ... 1024)"
+    )
     command.add_argument("--json", help="write the points and slopes here")
     command.set_defaults(run=run)

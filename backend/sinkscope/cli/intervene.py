@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from sinkscope.cli.common import UsageError, finite, ids_of, load, model_options, text_options
+from sinkscope.cli.common import UsageError, finite, ids_of, load, model_options, number, text_options
 
 FORCE_CHOICES = {
     f"{source}-to-{target}": (source, target)
@@ -39,6 +39,12 @@ def _changes(args: argparse.Namespace, loaded: object, ids: list[int]) -> list[o
     from sinkscope.capture import analyze_ids
 
     layers = parse_layers(args.layers, loaded.info.n_layers)
+    if args.drop_first is not None and args.drop_first >= len(ids):
+        raise UsageError(f"--drop-first {args.drop_first} drops every key of this {len(ids)}-token text.")
+    if args.from_layer > loaded.info.n_layers:
+        raise UsageError(
+            f"--from-layer {args.from_layer} is past this model's last layer output (h^{loaded.info.n_layers})."
+        )
     changes: list[object] = []
     if args.drop_first:
         changes.append(iv.DropFirst(args.drop_first, layers))
@@ -54,15 +60,6 @@ def _changes(args: argparse.Namespace, loaded: object, ids: list[int]) -> list[o
             source, target = FORCE_CHOICES[args.force]
             changes.append(iv.ForceHeads(iv.heads_of_kind(trace.heads["kind"], source, layers), target))
     return changes
-
-
-def _check_numbers(args: argparse.Namespace) -> None:
-    if args.drop_first is not None and args.drop_first < 1:
-        raise UsageError("--drop-first must be at least 1.")
-    if args.perturb is not None and args.perturb < 1:
-        raise UsageError("--perturb names the token compared with token 0: at least 1.")
-    if args.size <= 0 or args.from_layer < 0:
-        raise UsageError("--size must be positive and --from-layer at least 0.")
 
 
 def _bos(loaded: object) -> int | None:
@@ -91,7 +88,6 @@ def _line(label: str, outcome: object, intact: object) -> str:
 def run(args: argparse.Namespace) -> None:
     from sinkscope import interventions as iv
 
-    _check_numbers(args)
     loaded = load(args)
     ids = ids_of(args, loaded)
     changes = _changes(args, loaded, ids)
@@ -129,15 +125,23 @@ def add(commands: argparse._SubParsersAction) -> None:
     model_options(command)
     text_options(command)
     command.add_argument("--layers", help="layers for --drop-first and --force, like 2-29 or 1,3 (default all)")
-    command.add_argument("--drop-first", type=int, metavar="K", help="remove attention to the first K tokens")
+    command.add_argument(
+        "--drop-first", type=number(int, 1), metavar="K", help="remove attention to the first K tokens"
+    )
     command.add_argument("--replace-first", metavar="TOKEN", help=r"replace token 0 by one token (\n, \s, a word)")
     command.add_argument("--zero-massive", action="store_true", help="set massive activations to zero")
     command.add_argument("--mean-massive", action="store_true", help="set them to their mean over other texts")
-    command.add_argument("--from-layer", type=int, default=1, help="massive edits start at this layer's output")
+    command.add_argument(
+        "--from-layer", type=number(int, 0), default=1, help="massive edits start at this layer's output"
+    )
     command.add_argument(
         "--force", choices=list(FORCE_CHOICES), help="make heads of one kind (or all) attend as another"
     )
-    command.add_argument("--perturb", type=int, metavar="POS", help="compare perturbing token 0 with token POS")
-    command.add_argument("--size", type=float, default=1.0, help="perturbation length / median embedding norm")
+    command.add_argument(
+        "--perturb", type=number(int, 1), metavar="POS", help="compare perturbing token 0 with token POS"
+    )
+    command.add_argument(
+        "--size", type=number(float, 0, strict=True), default=1.0, help="perturbation length / median embedding norm"
+    )
     command.add_argument("--json", help="write everything as JSON here")
     command.set_defaults(run=run)

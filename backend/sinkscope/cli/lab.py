@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from sinkscope.cli.common import number
 from sinkscope.names import LAB_TASKS as TASKS
 from sinkscope.names import LAB_VARIANTS
 
@@ -66,9 +67,9 @@ def add(commands: argparse._SubParsersAction) -> None:
     command.add_argument("experiment", choices=["polarize", *TASKS], help="polarize, or a task to train on")
     command.add_argument("--attention", default="softmax", help=", ".join(LAB_VARIANTS) + " (relu: polarize only)")
     command.add_argument("--loss", default="logistic", choices=["logistic", "square"], help="polarize only")
-    command.add_argument("--steps", type=int, help="default 3000 (polarize) or the task's (2000)")
-    command.add_argument("--seed", type=int, default=0)
-    command.add_argument("--lr", type=float, help="default 0.5 (polarize) or the task's setup")
+    command.add_argument("--steps", type=number(int, 1), help="default 3000 (polarize) or the task's (2000)")
+    command.add_argument("--seed", type=number(int, 0), default=0)
+    command.add_argument("--lr", type=number(float, 0, strict=True), help="default 0.5 (polarize) or the task's setup")
     command.add_argument("--json", help="write the final numbers here")
     command.add_argument("--save", metavar="DIR", help="a task: write the run to DIR/<attention>-seed<seed>.json")
     command.set_defaults(run=run)
