@@ -153,6 +153,30 @@ def test_a_shared_url_restores_the_view() -> None:
     assert at.slider(key="layer").value == 7 and at.slider(key="head").value == 4
     assert at.radio(key="metric").value == "entropy" and at.toggle(key="past_sink").value is True
     assert chart(at, "one_head_map")["layout"]["title"]["text"].startswith("Layer 7, head 4: past the sink")
+    assert chart(at, "layer_heads")["layout"]["yaxis"]["ticktext"] == [7]  # the strip is labelled with its layer
+
+
+@pytest.mark.parametrize(
+    ("params", "ignored"),
+    [({"head": "-1", "eps": "inf"}, "head=-1, eps=inf"), ({"head": "-5", "eps": "5"}, "head=-5, eps=5"),
+     ({"eps": "-1", "layer": "x"}, "layer=x, eps=-1"), ({"eps": "nan"}, "eps=nan")],
+)  # fmt: skip
+def test_a_link_with_values_out_of_range_shows_a_notice_not_a_traceback(params: dict, ignored: str) -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update(params | {"example": "english"})
+    at.run()
+    assert not at.exception, at.exception
+    assert ignored in at.sidebar.warning[0].value
+    assert 0 <= at.slider(key="head").value <= 8 and 0.05 <= at.slider(key="eps").value <= 0.95
+
+
+def test_a_link_past_the_last_layer_is_clamped_to_it() -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"example": "english", "layer": "999", "head": "99", "eps": "0.33"})
+    at.run()
+    assert not at.exception and not at.sidebar.warning
+    assert (at.slider(key="layer").value, at.slider(key="head").value) == (29, 8)
+    assert at.slider(key="eps").value == 0.35  # the slider's step
 
 
 def test_a_text_over_the_limit_offers_to_truncate(deployment: Callable[..., AppTest]) -> None:

@@ -144,8 +144,7 @@ def get_thumbnails(request: Request, token_ids: tuple[int, ...]) -> np.ndarray:
 
 def clamp(key: str, largest: int) -> None:
     """Keep a restored or remembered slider value inside this model's range."""
-    if st.session_state.get(key, 0) > largest:
-        st.session_state[key] = largest
+    st.session_state[key] = min(max(st.session_state.get(key, 0), 0), largest)
 
 
 def local_table(table: pd.DataFrame, precision: int = 4) -> pd.DataFrame | Styler:
@@ -258,6 +257,8 @@ def sidebar() -> Request | None:
     carry_over()
     restore_from_url(shared().settings, EXAMPLES)
     with st.sidebar:
+        if "url_ignored" in st.session_state:
+            st.warning(t("side.url_ignored", values=st.session_state.pop("url_ignored")))
         st.selectbox(t("side.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang")
         st.page_link("views/definitions.py", label=t("side.definitions"), icon="📖")
         spec, dtype = _model_picker()

@@ -100,7 +100,8 @@ def one_head(request: common.Request, trace: Trace) -> None:
     page = partial(plot.figure_html, fig)
     download[1].download_button(t("explorer.figure_html"), page, f"{name}.html", on_click="ignore")
     layer_thumbs = np.stack([pool_max(m, 64)[0] for m in maps.weights])[None]  # (1, head, rows, cols)
-    fig = plot.fig_thumbnails(layer_thumbs, t("fig.layer"), t("explorer.layer_heads", layer=layer), lang=language())
+    title = t("explorer.layer_heads", layer=layer)
+    fig = plot.fig_thumbnails(layer_thumbs, t("fig.layer"), title, lang=language(), first_row=layer)
     st.plotly_chart(fig, key="layer_heads")
     url_state.sync_url()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 
 import streamlit as st
@@ -25,7 +26,24 @@ def _metric(value: str) -> str:
     return value
 
 
-FIELDS = {"layer": int, "head": int, "metric": _metric, "eps": float}
+def _index(value: str) -> int:
+    """A layer or head: an integer from 0 (the page clamps it to the model's last one)."""
+    index = int(value)
+    if index < 0:
+        raise ValueError(value)
+    return index
+
+
+def _eps(value: str) -> float:
+    """The sink-rate threshold on the explorer's slider: 0.05 ... 0.95 in steps of 0.05."""
+    eps = float(value)
+    if not math.isfinite(eps) or not EPS_RANGE[0] <= eps <= EPS_RANGE[1]:
+        raise ValueError(value)
+    return round(round(eps / 0.05) * 0.05, 2)
+
+
+EPS_RANGE = (0.05, 0.95)
+FIELDS = {"layer": _index, "head": _index, "metric": _metric, "eps": _eps}
 FLAGS = ("add_bos", "log_scale", "past_sink", "value_units")
 
 
@@ -52,12 +70,15 @@ def restore_from_url(config: Settings, examples: Collection[str]) -> None:
     elif params.get("example") in examples:
         state["example"] = params["example"]
     parsers = FIELDS | dict.fromkeys(FLAGS, _flag)
+    ignored = []
     for key, parse in parsers.items():
         try:
             if key in params:
                 state[key] = parse(params[key])
         except ValueError:
-            pass  # a hand-edited URL with a bad value keeps the default instead
+            ignored.append(f"{key}={params[key]}")  # a hand-edited URL: keep the default and say so once
+    if ignored:
+        state["url_ignored"] = ", ".join(ignored)
 
 
 def sync_url() -> None:

@@ -129,8 +129,9 @@ def thumbnail_image(thumbs: np.ndarray, gap: int = 2) -> np.ndarray:
     return (image * 255).astype(np.uint8)
 
 
-def fig_thumbnails(thumbs: np.ndarray, row_name: str, title: str, lang: str = "en") -> go.Figure:
-    """A grid of small maps as one compact PNG-encoded image (not one trace per head)."""
+def fig_thumbnails(thumbs: np.ndarray, row_name: str, title: str, lang: str = "en", first_row: int = 0) -> go.Figure:
+    """A grid of small maps as one compact PNG-encoded image (not one trace per head); rows are numbered from
+    ``first_row`` (one layer's strip is labelled with that layer)."""
     tr = Text(lang)
     n_rows, n_cols, h, w = thumbs.shape
     gap = 2
@@ -144,7 +145,11 @@ def fig_thumbnails(thumbs: np.ndarray, row_name: str, title: str, lang: str = "e
             "tickvals": np.arange(n_cols) * step_x + w / 2,
             "ticktext": list(range(n_cols)),
         },
-        yaxis={"title": row_name, "tickvals": np.arange(n_rows) * step_y + h / 2, "ticktext": list(range(n_rows))},
+        yaxis={
+            "title": row_name,
+            "tickvals": np.arange(n_rows) * step_y + h / 2,
+            "ticktext": list(range(first_row, first_row + n_rows)),
+        },
         height=min(2400, max(300, n_rows * 40 + 120)),
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
     )
