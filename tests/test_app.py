@@ -179,6 +179,14 @@ def test_a_link_past_the_last_layer_is_clamped_to_it() -> None:
     assert at.slider(key="eps").value == 0.35  # the slider's step
 
 
+def test_one_head_opens_on_a_head_that_attends_to_the_sink_but_reads_little(app: AppTest) -> None:
+    layer, head = app.slider(key="layer").value, app.slider(key="head").value
+    assert (layer, head) == (23, 3)  # SmolLM2, English: sink 0.79 but value_sink 0.31, not the pure sink 18/8
+    shown = {m.label: m.value for m in app.metric}
+    assert float(shown["sink"]) > 0.5 and float(shown["sink"]) - float(shown["value_sink"]) > 0.3
+    assert any("looks the same in both maps" in c.value for c in app.caption)
+
+
 def test_a_text_over_the_limit_offers_to_truncate(deployment: Callable[..., AppTest]) -> None:
     app = deployment(SINKSCOPE_MAX_TOKENS="64")
     long_text = common.EXAMPLES["english"]["text"] * 3

@@ -155,13 +155,21 @@ def local_table(table: pd.DataFrame, precision: int = 4) -> pd.DataFrame | Style
     return table.style.format(precision=precision, decimal=decimal, thousands=thousands)
 
 
-def pick_head(trace: Trace, start_by: np.ndarray | None = None) -> tuple[int, int]:
+def reads_little(trace: Trace) -> np.ndarray:
+    """(layer, head) scores whose largest is the clearest "attends to the first token but reads little from it"
+    head (sink > 0.5, largest sink - value_sink); without one, the strongest sink."""
+    sink, value_sink = trace.heads["sink"], trace.heads["value_sink"]
+    return np.where(sink > 0.5, sink - value_sink, sink - 1)
+
+
+def pick_head(trace: Trace) -> tuple[int, int]:
     """Layer and head sliders that stay inside this model's range.
 
-    They start on the head where ``start_by`` (layer, head) is largest: by default the strongest sink.
+    They start on the head that teaches the lesson (``reads_little``): a pure sink head would show the same
+    map twice, attention and what it reads, and tell a student that it reads everything from the sink.
     """
     n_layers, n_heads = trace.shape
-    score = trace.heads["sink"] if start_by is None else start_by
+    score = reads_little(trace)
     strongest = np.unravel_index(np.nan_to_num(score, nan=-np.inf).argmax(), trace.shape)
     st.session_state.setdefault("layer", int(strongest[0]))
     st.session_state.setdefault("head", int(strongest[1]))

@@ -93,6 +93,7 @@ def one_head(request: common.Request, trace: Trace) -> None:
     left, right = st.columns(2)
     left.plotly_chart(fig, key="one_head_map")
     right.plotly_chart(read, key="value_weighted_map")
+    st.caption(t("explorer.pure_sink_note"))
     name = f"layer{layer}_head{head}"
     download = st.columns(2)  # callables: the files are built only when clicked
     matrix_csv = partial(matrix_to_csv, maps.weights[head], labels)

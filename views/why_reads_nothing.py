@@ -13,8 +13,7 @@ from views.text import kind_label, language, num, t
 
 def one_head(request: common.Request, trace: Trace) -> None:
     heads = trace.heads
-    # start on the clearest "attends but reads little" head
-    layer, head = common.pick_head(trace, np.where(heads["sink"] > 0.5, heads["sink"] - heads["value_sink"], -1))
+    layer, head = common.pick_head(trace)
     cells = st.columns(4)
     cells[0].metric(t("reads.sink"), num(heads["sink"][layer, head]))
     cells[1].metric(t("reads.value_sink"), num(heads["value_sink"][layer, head]))
