@@ -240,6 +240,17 @@ def test_the_streaming_page_shows_sinks_rescuing_a_small_window() -> None:
     assert list(bars["x"]) == ["0", "1", "2", "4", "8"]
 
 
+def test_streaming_refuses_a_text_that_never_fills_the_cache() -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.switch_page("views/streaming.py").run()
+    at.slider(key="stream_tokens").set_value(64)
+    at.slider(key="stream_window").set_value(60)
+    next(b for b in at.button if b.label == "Stream").click().run()
+    assert not at.exception
+    assert "64 tokens never fill a cache of 64" in at.warning[0].value
+    assert "stream_results" not in at.session_state
+
+
 def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live() -> None:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.switch_page("views/lab.py").run()

@@ -45,6 +45,7 @@ def test_analyze_writes_the_documented_csvs_and_json(tmp_path: Path) -> None:
         (["analyze", "--text", "word " * 9000], "--max-tokens"),
         (["stream", "--methods", "dense,bogus", "--tokens", "50"], "Unknown method"),
         (["stream", "--window", "0"], "--window: 0 must be at least 1"),
+        (["stream", "--tokens", "50"], "50 tokens never fill a cache of 4 + 252"),
     ],
 )
 def test_errors_print_one_line_and_no_traceback(args: list[str], message: str) -> None:

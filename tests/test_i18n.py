@@ -100,6 +100,7 @@ def test_numbers_follow_the_language() -> None:
         assert (
             text.num(0.25) == "0,250" and text.t("explorer.of_heads", rate=text.num(70.0, ".1f")) == "70,0 % des têtes"
         )
+        assert text.num(-0.001, ".2f") == "0,00" and text.num(-0.01, ".2f") == "-0,01"  # no sign on a rounded zero
     finally:
         text.set_language("en")
 

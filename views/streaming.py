@@ -96,7 +96,7 @@ def show_results(results: dict) -> None:
     rows = []
     for method, nll in curves.items():
         sinks, window = streaming.method_cache(method, config["sinks"], config["window"], config["tokens"])
-        seconds = results["seconds"].get(method)
+        seconds = results["seconds"].get(method, t("stream.stopped"))  # a stopped method has no time
         rows.append({t("stream.col_method"): method_label(method), "S": sinks, "W": window,
                      t("stream.col_scored"): len(nll), t("stream.col_ppl"): streaming.perplexity(nll),
                      t("stream.col_seconds"): seconds})  # fmt: skip
@@ -169,8 +169,12 @@ def page() -> None:
             if len(ids) < config["tokens"]:
                 st.warning(t("stream.short_text", n=len(ids)))
                 config["tokens"] = len(ids)
-            st.button(t("stream.stop"), key="stop_stream", help=t("stream.stop_help"))
-            run_all(request, config, ids[: config["tokens"]])
+            cache = config["sinks"] + config["window"]
+            if config["tokens"] <= cache:  # the cache never fills: every method would be the dense pass
+                st.warning(t("stream.never_fills", tokens=config["tokens"], cache=cache))
+            else:
+                st.button(t("stream.stop"), key="stop_stream", help=t("stream.stop_help"))
+                run_all(request, config, ids[: config["tokens"]])
         if "stream_results" in st.session_state:
             show_results(st.session_state["stream_results"])
         sink_sweep(request, ids, config["sinks"] + config["window"])

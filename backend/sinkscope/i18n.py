@@ -72,7 +72,10 @@ class Text:
     def num(self, value: float, spec: str = ".3f") -> str:
         """A number formatted with ``spec`` (``,`` groups thousands), with the language's separators."""
         decimal, thousands = SEPARATORS.get(self.lang, SEPARATORS[DEFAULT])
-        return "".join(decimal if c == "." else thousands if c == "," else c for c in format(value, spec))
+        written = format(value, spec)
+        if written.startswith("-") and not written.strip("-0.,e+%"):
+            written = written[1:]  # a value that rounds to zero has no sign: "-0.00" reads as a bug
+        return "".join(decimal if c == "." else thousands if c == "," else c for c in written)
 
     def kind(self, kind: object) -> str:
         """A head kind (metrics.md's label) in this language."""

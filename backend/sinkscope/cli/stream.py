@@ -31,6 +31,9 @@ def run(args: argparse.Namespace) -> None:
     ids = loaded.tokenizer(text, add_special_tokens=False)["input_ids"][: args.tokens]
     if len(ids) < args.tokens:
         raise UsageError(f"The text has only {len(ids)} tokens; pass a longer --text-file or fewer --tokens.")
+    if len(ids) <= args.sinks + args.window:
+        raise UsageError(f"{len(ids)} tokens never fill a cache of {args.sinks} + {args.window}: every method would "
+                         "equal the dense pass. Stream more --tokens or use a smaller --window.")  # fmt: skip
     print(f"model: {loaded.info.badge()}\n{len(ids)} tokens, sinks {args.sinks}, window {args.window}")
     rows, curves = [], {}
     for method in methods:
