@@ -70,6 +70,7 @@ def test_reads_nothing_page_puts_every_head_in_the_scatter_and_shows_key_geometr
 
 def test_massive_page_zeroing_hurts_more_than_setting_the_mean() -> None:
     at = open_page("why_massive")
+    assert any("first flagged activation appears in h^12, of h^0 … h^30" in c.value for c in at.caption)
     assert len(table(at, "channel")) > 0
     assert chart(at, "ma_top")["layout"]["yaxis"]["type"] == "log"
     submit(at, "Run the intervention")

@@ -20,6 +20,8 @@ def magnitudes(trace: Trace) -> None:
     if not trace.massive:
         st.info(t("massive.none"))
         return
+    first = min(layer for layer, *_ in trace.massive)
+    st.caption(t("massive.first_here", first=first, last=len(layers) - 1))
     rows = [
         {t("massive.col_layer"): layer, t("massive.col_token"): f"{token}:{trace.tokens[token]}",
          t("massive.col_channel"): channel, t("massive.col_value"): round(value, 1)}
