@@ -44,6 +44,22 @@ def test_softmax_page_spends_one_unit_and_checks_softmax_plus_one() -> None:
     assert chart(at, "sm_withheld_map")["layout"]["title"]["text"].startswith("withheld")
 
 
+def test_softmax_captions_follow_the_numbers_and_typed_scores_are_your_own() -> None:
+    at = open_page("why_softmax")
+    at.radio(key="sm_preset").set_value("one").run()
+    titles = [a["text"] for a in chart(at, "sm_bars")["layout"]["annotations"]]
+    assert "withheld -" not in " ".join(titles) and "over one unit" in titles[3]  # sigmoid overspends here
+    caption = next(c.value for c in at.caption if c.value.startswith("Softmax hands out"))
+    scores = np.array([0.0, 0.1, 6.0, -0.1, 0.0, 0.2])  # the "one clear match" preset
+    top = np.exp(scores).max() / np.exp(scores).sum()
+    plus_one = 1 / (1 + np.exp(scores).sum())
+    assert f"its strongest key gets {top:.3f}" in caption and f"Softmax+1 withholds {plus_one:.3f}" in caption
+    at.text_input(key="sm_scores").set_value("0, 0, 9, 0").run()
+    assert at.radio(key="sm_preset").value == "own"
+    at.text_input(key="sm_scores").set_value("0.0, 4.0, 0.1, 0.0, 4.0, -0.1").run()
+    assert at.radio(key="sm_preset").value == "two"
+
+
 def test_softmax_page_shows_the_counterfactual_withheld_mass_of_the_chosen_head() -> None:
     at = open_page("why_softmax")
     at.slider(key="layer").set_value(10).run()

@@ -15,7 +15,10 @@ PRESETS = {
     "one": (0.0, 0.1, 6.0, -0.1, 0.0, 0.2),
     "two": (0.0, 4.0, 0.1, 0.0, 4.0, -0.1),
 }
-PRESET_KEYS = {"nothing": "softmax.preset_nothing", "one": "softmax.preset_one", "two": "softmax.preset_two"}
+PRESET_KEYS = {
+    "nothing": "softmax.preset_nothing", "one": "softmax.preset_one", "two": "softmax.preset_two",
+    "own": "softmax.preset_own",
+}  # fmt: skip
 MAX_KEYS = 16
 
 
@@ -26,7 +29,17 @@ def preset_text(name: str) -> str:
 
 
 def _load_preset() -> None:
-    st.session_state["sm_scores"] = preset_text(st.session_state["sm_preset"])
+    if st.session_state["sm_preset"] in PRESETS:  # "own" keeps what the user typed
+        st.session_state["sm_scores"] = preset_text(st.session_state["sm_preset"])
+
+
+def _match_preset() -> None:
+    """Typed scores that are no preset's make the radio say "your own scores"."""
+    try:
+        typed = tuple(parse_scores(st.session_state["sm_scores"]))
+    except ValueError:
+        typed = ()
+    st.session_state["sm_preset"] = next((name for name, row in PRESETS.items() if row == typed), "own")
 
 
 def parse_scores(text: str) -> np.ndarray:
@@ -49,9 +62,9 @@ def toy_row() -> None:
     st.session_state.setdefault("sm_preset", "nothing")
     st.session_state.setdefault("sm_scores", preset_text("nothing"))
     preset_label = lambda name: t(PRESET_KEYS[name])  # noqa: E731
-    st.radio(t("softmax.preset"), list(PRESETS), format_func=preset_label, key="sm_preset", horizontal=True,
+    st.radio(t("softmax.preset"), list(PRESET_KEYS), format_func=preset_label, key="sm_preset", horizontal=True,
              on_change=_load_preset)  # fmt: skip
-    text = st.text_input(t("softmax.scores"), key="sm_scores")
+    text = st.text_input(t("softmax.scores"), key="sm_scores", on_change=_match_preset)
     try:
         scores = parse_scores(text)
     except ValueError as err:
@@ -68,7 +81,9 @@ def toy_row() -> None:
     }
     labels = [f"k{j}" for j in range(len(scores))]
     st.plotly_chart(plot.fig_softmax_variants(labels, weights, lang=language()), key="sm_bars")
-    st.caption(t("softmax.bars_help"))
+    spent = [float(w.sum()) for w in weights.values()]  # softmax, softmax+1, sink logit, sigmoid
+    st.caption(t("softmax.bars_now", top=num(float(weights["softmax"].max())), plus_one=num(1 - spent[1]),
+                 sink=num(1 - spent[2]), sigmoid=num(spent[3])))  # fmt: skip
     numeric_check(scores)
 
 

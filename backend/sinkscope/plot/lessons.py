@@ -13,11 +13,17 @@ from sinkscope.names import KINDS
 from sinkscope.plot.explore import KIND_COLORS, MARGIN, escape
 
 
+def spent(tr: Text, total: float) -> str:
+    """A row's sum and what it withholds; a row that spends more than one unit (sigmoid) withholds nothing."""
+    if total > 1 + 5e-4:
+        return tr("lfig.sum_over", total=tr.num(total), over=tr.num(total - 1))
+    return tr("lfig.sum_withheld", total=tr.num(total), withheld=tr.num(1 - total))
+
+
 def fig_softmax_variants(labels: list[str], weights: dict[str, np.ndarray], lang: str = "en") -> go.Figure:
     """One bar chart per normalization of the same scores, each titled with its row sum."""
     tr = Text(lang)
-    titles = [escape(name) + "<br>" + tr("lfig.sum_withheld", total=tr.num(w.sum()), withheld=tr.num(1 - w.sum()))
-              for name, w in weights.items()]  # fmt: skip
+    titles = [escape(name) + "<br>" + spent(tr, float(w.sum())) for name, w in weights.items()]
     fig = make_subplots(rows=1, cols=len(weights), shared_yaxes=True, subplot_titles=titles)
     for col, (name, w) in enumerate(weights.items(), start=1):
         fig.add_bar(x=[escape(s) for s in labels], y=w, name=escape(name), row=1, col=col, showlegend=False,
