@@ -28,6 +28,16 @@ def app() -> AppTest:
 
 
 @pytest.fixture
+def one_head() -> AppTest:
+    """The explorer opened on its "One head" tab (only the open tab runs)."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params["tab_id"] = "one"
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.fixture
 def deployment(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., AppTest]]:
     """An app started under the given environment settings (the process-wide state is rebuilt)."""
 
@@ -116,7 +126,8 @@ def test_eps_changes_the_sink_rate(app: AppTest) -> None:
     assert app.metric[0].value != before
 
 
-def test_scrubbing_to_another_head_changes_the_one_head_map(app: AppTest) -> None:
+def test_scrubbing_to_another_head_changes_the_one_head_map(one_head: AppTest) -> None:
+    app = one_head
     app.slider(key="layer").set_value(3).run()
     app.slider(key="head").set_value(0).run()
     first = chart(app, "one_head_map")
@@ -128,7 +139,8 @@ def test_scrubbing_to_another_head_changes_the_one_head_map(app: AppTest) -> Non
     assert url_param(app, "head") == "1"
 
 
-def test_looking_past_the_sink_drops_the_first_key_and_renormalizes(app: AppTest) -> None:
+def test_looking_past_the_sink_drops_the_first_key_and_renormalizes(one_head: AppTest) -> None:
+    app = one_head
     app.toggle(key="past_sink").set_value(True).run()
     heat = chart(app, "one_head_map")["data"][0]
     assert not heat["x"][0].startswith("0:")
@@ -146,12 +158,12 @@ def test_changing_the_text_reruns_the_analysis(app: AppTest) -> None:
 
 def test_a_shared_url_restores_the_view() -> None:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params.update({"example": "python", "layer": "7", "head": "4", "metric": "entropy", "past_sink": "1"})
+    at.query_params.update({"example": "python", "layer": "7", "head": "4", "past_sink": "1", "tab_id": "one"})
     at.run()
     assert not at.exception
     assert at.sidebar.selectbox(key="example").value == "python"
     assert at.slider(key="layer").value == 7 and at.slider(key="head").value == 4
-    assert at.radio(key="metric").value == "entropy" and at.toggle(key="past_sink").value is True
+    assert at.toggle(key="past_sink").value is True
     assert chart(at, "one_head_map")["layout"]["title"]["text"].startswith("Layer 7, head 4: past the sink")
     assert chart(at, "layer_heads")["layout"]["yaxis"]["ticktext"] == [7]  # the strip is labelled with its layer
 
@@ -163,28 +175,42 @@ def test_a_shared_url_restores_the_view() -> None:
 )  # fmt: skip
 def test_a_link_with_values_out_of_range_shows_a_notice_not_a_traceback(params: dict, ignored: str) -> None:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params.update(params | {"example": "english"})
+    at.query_params.update(params | {"example": "english", "tab_id": "one"})
     at.run()
     assert not at.exception, at.exception
     assert ignored in at.sidebar.warning[0].value
-    assert 0 <= at.slider(key="head").value <= 8 and 0.05 <= at.slider(key="eps").value <= 0.95
+    assert 0 <= at.slider(key="head").value <= 8 and "eps" not in at.session_state
 
 
 def test_a_link_past_the_last_layer_is_clamped_to_it() -> None:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params.update({"example": "english", "layer": "999", "head": "99", "eps": "0.33"})
+    at.query_params.update({"example": "english", "layer": "999", "head": "99", "eps": "0.33", "tab_id": "one"})
     at.run()
     assert not at.exception and not at.sidebar.warning
     assert (at.slider(key="layer").value, at.slider(key="head").value) == (29, 8)
-    assert at.slider(key="eps").value == 0.35  # the slider's step
+    assert at.session_state["eps"] == 0.35  # the slider's step
 
 
-def test_one_head_opens_on_a_head_that_attends_to_the_sink_but_reads_little(app: AppTest) -> None:
+def test_one_head_opens_on_a_head_that_attends_to_the_sink_but_reads_little(one_head: AppTest) -> None:
+    app = one_head
     layer, head = app.slider(key="layer").value, app.slider(key="head").value
     assert (layer, head) == (23, 3)  # SmolLM2, English: sink 0.79 but value_sink 0.31, not the pure sink 18/8
     shown = {m.label: m.value for m in app.metric}
     assert float(shown["sink"]) > 0.5 and float(shown["sink"]) - float(shown["value_sink"]) > 0.3
     assert any("looks the same in both maps" in c.value for c in app.caption)
+
+
+def test_only_the_open_tab_runs_and_the_link_keeps_it() -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"example": "english", "tab_id": "all"})
+    at.run()
+    assert not at.exception
+    assert chart(at, "all_heads") and not [c for c in at.get("plotly_chart") if c.proto.id.endswith("head_map")]
+    assert url_param(at, "tab_id") == "all"
+    at.query_params.clear()
+    at.session_state["tab"] = "Depth profile"
+    at.run()
+    assert chart(at, "depth") and url_param(at, "tab_id") == "depth"
 
 
 def test_a_text_over_the_limit_offers_to_truncate(deployment: Callable[..., AppTest]) -> None:
@@ -281,7 +307,7 @@ def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live(
 
 def test_value_units_show_a_sink_head_writing_almost_nothing() -> None:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params.update({"example": "random", "layer": "18", "head": "8"})
+    at.query_params.update({"example": "random", "layer": "18", "head": "8", "tab_id": "one"})
     at.run()
     normalized = array(chart(at, "value_weighted_map")["data"][0]["z"]).astype(float)
     at.toggle(key="value_units").set_value(True).run()

@@ -131,10 +131,10 @@ def test_the_url_wins_then_the_browser_then_english(candidates: tuple, code: str
     assert i18n.pick_language(*candidates) == code
 
 
-def open_page(page: str, lang: str, model: str | None = None) -> AppTest:
+def open_page(page: str, lang: str, model: str | None = None, tab: str = "map") -> AppTest:
     """``page`` in ``lang`` on the English example; ``model`` a local model directory (default: the bundled one)."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params.update({"lang": lang, "example": "english"} | ({"model": model} if model else {}))
+    at.query_params.update({"lang": lang, "example": "english", "tab_id": tab} | ({"model": model} if model else {}))
     at.run()  # pages with their own url_path are known to AppTest only after a first run
     if page != "explorer":
         at.switch_page(f"views/{page}.py").run()
@@ -182,7 +182,7 @@ def test_an_error_message_is_in_the_interface_language() -> None:
 
 
 def test_scrubbing_a_head_keeps_the_language() -> None:
-    at = open_page("explorer", "pt")
+    at = open_page("explorer", "pt", tab="one")
     at.slider(key="head").set_value(3).run()
     assert chart(at, "one_head_map")["layout"]["title"]["text"].startswith("Camada ")
     assert at.title[0].value == "Sorvedouros de atenção, cabeça por cabeça"

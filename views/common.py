@@ -29,7 +29,10 @@ from views.url_state import CUSTOM, restore_from_url
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 EXAMPLES = {e["id"]: e for e in json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))}
-CARRIED = ("lang", "model_choice", "model_path", "dtype", "example", "text", "add_bos", "layer", "head")
+CARRIED = (
+    "lang", "model_choice", "model_path", "dtype", "example", "text", "add_bos", "layer", "head",
+    "metric", "eps", "log_scale", "past_sink", "value_units", "tab_id",
+)  # fmt: skip  # widgets of other pages and of the explorer's closed tabs keep their values
 
 
 def _secrets() -> dict[str, str]:

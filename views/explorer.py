@@ -114,21 +114,41 @@ def all_heads(request: common.Request, trace: Trace) -> None:
     st.caption(t("explorer.all_heads_help"))
 
 
+TABS = dict(
+    zip(
+        url_state.TAB_IDS,
+        ("explorer.tab_map", "explorer.tab_one", "explorer.tab_all", "explorer.tab_depth"),
+        strict=True,
+    )
+)
+
+
+def depth(trace: Trace) -> None:
+    st.plotly_chart(plot.fig_depth_profile(trace.heads, trace.layers, lang=language()), key="depth")
+
+
+def tabs(request: common.Request, trace: Trace) -> None:
+    """Only the open tab runs (a hidden "All heads" costs nothing), and the URL keeps which one is open."""
+    labels = {tab: t(key) for tab, key in TABS.items()}
+    state = st.session_state
+    if state.get("tab") not in labels.values():  # first run, a restored link, or another language
+        state["tab"] = labels[state.get("tab_id", "map")]
+    containers = st.tabs(list(labels.values()), key="tab", on_change="rerun")
+    state["tab_id"] = next(tab for tab, label in labels.items() if label == state["tab"])
+    draw = {"map": lambda: head_map(trace), "one": lambda: one_head(request, trace),
+            "all": lambda: all_heads(request, trace), "depth": lambda: depth(trace)}  # fmt: skip
+    for tab, container in zip(labels, containers, strict=True):
+        if container.open:
+            with container:
+                draw[tab]()
+
+
 def page() -> None:
     """Explorer: which heads sink, which look at themselves, and what each one actually reads."""
     st.title(t("explorer.title"))
     analysis = common.current_analysis(common.sidebar())
     if analysis is not None:
-        request, trace = analysis.request, analysis.trace
-        tabs = st.tabs([t("explorer.tab_map"), t("explorer.tab_one"), t("explorer.tab_all"), t("explorer.tab_depth")])
-        with tabs[0]:
-            head_map(trace)
-        with tabs[1]:
-            one_head(request, trace)
-        with tabs[2]:
-            all_heads(request, trace)
-        with tabs[3]:
-            st.plotly_chart(plot.fig_depth_profile(trace.heads, trace.layers, lang=language()), key="depth")
+        tabs(analysis.request, analysis.trace)
     url_state.sync_url()
 
 

@@ -43,7 +43,16 @@ def _eps(value: str) -> float:
 
 
 EPS_RANGE = (0.05, 0.95)
-FIELDS = {"layer": _index, "head": _index, "metric": _metric, "eps": _eps}
+
+
+def _tab(value: str) -> str:
+    if value not in TAB_IDS:
+        raise ValueError(value)
+    return value
+
+
+TAB_IDS = ("map", "one", "all", "depth")  # the explorer's tabs, by a stable id (their labels are translated)
+FIELDS = {"layer": _index, "head": _index, "metric": _metric, "eps": _eps, "tab_id": _tab}
 FLAGS = ("add_bos", "log_scale", "past_sink", "value_units")
 
 

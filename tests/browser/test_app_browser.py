@@ -60,8 +60,8 @@ def test_a_shared_url_brings_back_the_same_view(page: Page, app_url: str) -> Non
     assert one_head_title(page).startswith("Layer 9, head 2")
     expect(page.get_by_test_id("stSidebar").get_by_label("Text")).to_have_value(re.compile("^Le gardien du phare"))
     expect(page.get_by_role("switch", name="Log colour scale")).to_be_checked()
-    page.get_by_role("tab", name="Head map").click()
-    expect(page.get_by_text("value_sink: share of output read from the first token").first).to_be_visible()
+    page.get_by_role("tab", name="Head map").click()  # the metric from the link survived the other tab
+    expect(page.get_by_text("value_sink: share of output read from the first token").first).to_be_visible(timeout=LOAD)
 
 
 def test_downloading_the_per_head_csv(page: Page, app_url: str) -> None:
@@ -108,7 +108,9 @@ def test_the_streaming_page_streams_a_short_text(page: Page, app_url: str) -> No
     page.goto(f"{app_url}/streaming")
     expect(page.get_by_role("button", name="Stream", exact=True)).to_be_visible(timeout=LOAD)
     page.get_by_role("slider", name="Tokens to stream").focus()
-    page.keyboard.press("Home")  # the shortest stream, so the test runs in seconds
+    page.keyboard.press("Home")  # the shortest stream, so the test runs in seconds ...
+    page.get_by_role("slider", name="Recent window W").focus()
+    page.keyboard.press("Home")  # ... with a cache small enough to fill
     page.get_by_role("button", name="Stream", exact=True).click()
     table = page.get_by_test_id("stDataFrame").first
     expect(table).to_be_visible(timeout=LOAD)
