@@ -213,6 +213,16 @@ def test_only_the_open_tab_runs_and_the_link_keeps_it() -> None:
     assert chart(at, "depth") and url_param(at, "tab_id") == "depth"
 
 
+def test_editing_an_example_makes_the_text_your_own_and_the_link_carries_it(app: AppTest) -> None:
+    edited = app.sidebar.text_area(key="text").value + " One more sentence."
+    app.sidebar.text_area(key="text").set_value(edited).run()
+    assert app.sidebar.selectbox(key="example").value == "custom"
+    assert url_param(app, "text") == edited and "example" not in app.query_params
+    app.sidebar.text_area(key="text").set_value("word " * 400).run()
+    assert "will not carry it" in " ".join(c.value for c in app.sidebar.caption)
+    assert "text" not in app.query_params
+
+
 def test_a_text_over_the_limit_offers_to_truncate(deployment: Callable[..., AppTest]) -> None:
     app = deployment(SINKSCOPE_MAX_TOKENS="64")
     long_text = common.EXAMPLES["english"]["text"] * 3

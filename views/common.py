@@ -25,7 +25,7 @@ from sinkscope.settings import Settings
 from sinkscope.tokens import adds_bos_by_default, decode_text, encode, has_bos
 
 from views.text import language, say, set_language, t
-from views.url_state import CUSTOM, restore_from_url
+from views.url_state import CUSTOM, URL_TEXT_LIMIT, restore_from_url
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 EXAMPLES = {e["id"]: e for e in json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))}
@@ -219,6 +219,14 @@ def _take_upload() -> None:
         state["upload_error"] = say(err)
 
 
+def _text_edited() -> None:
+    """Any edit of an example makes the text the user's own, so a shared link carries the edited text."""
+    state = st.session_state
+    example = state.get("example")
+    if example in EXAMPLES and state.get("text") != EXAMPLES[example]["text"]:
+        state["example"] = state["loaded_example"] = CUSTOM
+
+
 def _text_input() -> str:
     ids = [*EXAMPLES, CUSTOM]
     titles = {k: t(EXAMPLES[k]["title"]) for k in EXAMPLES} | {CUSTOM: t("side.own_text")}
@@ -228,7 +236,9 @@ def _text_input() -> str:
         if st.session_state.get("loaded_example") != example:
             st.session_state["text"] = EXAMPLES[example]["text"]  # an example fills the box; edits are kept
             st.session_state["loaded_example"] = example
-    text = st.text_area(t("side.text"), key="text", height=180)
+    text = st.text_area(t("side.text"), key="text", height=180, on_change=_text_edited)
+    if st.session_state.get("example") == CUSTOM and len(text) > URL_TEXT_LIMIT:
+        st.caption(t("side.not_in_url", limit=URL_TEXT_LIMIT))
     limit_kb = shared().settings.max_upload_bytes // 1024
     st.file_uploader(t("side.upload", kb=limit_kb), type=["txt"], key="upload", on_change=_take_upload)
     if "upload_error" in st.session_state:

@@ -25,7 +25,9 @@ def test_the_app_opens_on_the_bundled_model_and_analyzes_typed_text(page: Page, 
     box.fill("Attention sinks collect the attention that has nowhere else to go.")
     box.press("Control+Enter")
     count = sidebar.get_by_text(re.compile(r"^\d+ tokens · limit"))
-    expect(count).not_to_have_text(re.compile(r"^5\d tokens"), timeout=LOAD)  # the example text is longer
+    expect(count.filter(has_text=re.compile(r"^5\d tokens"))).to_have_count(0, timeout=LOAD)  # the example is longer
+    expect(count).to_have_count(1, timeout=LOAD)  # the sidebar loses the example's caption: wait for the new layout
+    expect(sidebar.get_by_label("Example")).to_have_value("Your own text", timeout=LOAD)  # an edit makes it yours
     n_tokens = int(count.inner_text().split()[0])
     wait_for_analysis(page)
     expect(page.get_by_text(f"T = {n_tokens})")).to_be_visible(timeout=LOAD)
