@@ -119,6 +119,11 @@ def test_the_head_map_shows_the_chosen_metric_with_all_five_in_hover(app: AppTes
     assert chart(app, "head_map")["layout"]["title"]["text"].startswith("diagonal")
 
 
+def test_the_two_thresholds_are_explained_with_this_texts_numbers(app: AppTest) -> None:
+    caption = next(c.value for c in app.caption if c.value.startswith("Two thresholds"))
+    assert "above eps (0.30): 70% here" in caption and "at least 0.5: 36% here" in caption
+
+
 def test_eps_changes_the_sink_rate(app: AppTest) -> None:
     before = app.metric[0].value
     app.slider(key="eps").set_value(0.9).run()

@@ -28,6 +28,11 @@ def head_map(trace: Trace) -> None:
     left, right = st.columns([3, 2])
     left.plotly_chart(plot.fig_head_map(trace.heads, metric, lang=language()), key="head_map")
     right.plotly_chart(plot.fig_kind_counts(trace.heads["kind"], lang=language()), key="kind_counts")
+    kinds = trace.heads["kind"]
+    sink_kind = num(100 * float((kinds == "sink").mean()), ".0f")
+    right.caption(t("explorer.two_thresholds", eps=num(eps, ".2f"), rate=num(trace.sink_rate(eps), ".0f"),
+                    kind=sink_kind))  # fmt: skip
+    right.page_link("views/definitions.py", label=t("side.definitions"), icon="📖")
     table = pd.DataFrame(trace.head_rows())
     shown = table.assign(kind=table["kind"].map(kind_label))  # the CSV below keeps English names for tools
     shown = shown.rename(columns={"layer": t("fig.layer"), "head": t("fig.head"), "kind": t("explorer.kind")})
