@@ -58,20 +58,9 @@ def dense_pair(request: common.Request, trace: Trace) -> tuple[interventions.Out
 
 def measured(request: common.Request, trace: Trace) -> list[claims.Verdict]:
     """Everything the verdicts need: cheap runs on this text, the lab's and the cost sweep's shipped results."""
-    ids = trace.token_ids
-    kl = (
-        lessons.attempt(lambda: lessons.sensitivity(request, ids, trace.n_tokens // 2, 1.0))
-        if trace.n_tokens > 2
-        else None
-    )
-    dense = interventions.ForceHeads(
-        interventions.heads_of_kind(trace.heads["kind"], "all", tuple(range(trace.shape[0]))), "uniform"
-    )
-    pair = (
-        lessons.attempt(lambda: (lessons.outcome(request, ids, None), lessons.outcome(request, ids, dense)))
-        if trace.n_tokens > 1
-        else None
-    )
+    ids, long_enough = trace.token_ids, trace.n_tokens > 2  # a perturbation needs a later prediction to move
+    kl = lessons.attempt(lambda: lessons.sensitivity(request, ids, trace.n_tokens // 2, 1.0)) if long_enough else None
+    pair = lessons.attempt(lambda: dense_pair(request, trace)) if long_enough else None
     ppl = lessons.attempt(lambda: streaming_check(request))
     backcopy = list((lab_training.shipped_runs("backcopy") | lab_training.live_runs("backcopy")).values())
     polarize = lab.polarize_runs(("softmax", "sigmoid"), "logistic", (8, 16), 3000, 0.5, 0)

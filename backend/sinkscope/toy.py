@@ -81,13 +81,7 @@ class TinyTransformer(torch.nn.Module):
         self.position = torch.nn.Embedding(length, width)
         self.attention = torch.nn.ModuleList(Attention(width, setup.heads, variant) for _ in range(setup.layers))
         self.attention_norms = torch.nn.ModuleList(torch.nn.LayerNorm(width) for _ in range(setup.layers))
-        mlp = lambda: torch.nn.Sequential(  # noqa: E731
-            torch.nn.LayerNorm(width),
-            torch.nn.Linear(width, 4 * width),
-            torch.nn.GELU(),
-            torch.nn.Linear(4 * width, width),
-        )
-        self.mlp = torch.nn.ModuleList(mlp() for _ in range(setup.layers)) if setup.mlp else None
+        self.mlp = torch.nn.ModuleList(_mlp(width) for _ in range(setup.layers)) if setup.mlp else None
         self.final_norm = torch.nn.LayerNorm(width)
         self.head = torch.nn.Linear(width, vocab)
 
