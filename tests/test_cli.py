@@ -169,3 +169,15 @@ def test_a_device_this_machine_lacks_says_which_it_has() -> None:
     assert done.stderr.strip().splitlines()[-1] == (
         "error: Device 'cuda' is not available on this machine; available: cpu (or auto)."
     )
+
+
+def test_cost_writes_the_sweep_the_page_reads(tmp_path: Path) -> None:
+    out = tmp_path / "cost.json"
+    done = cli("cost", "--max-length", "16", "--dim", "8", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "aligned  sink" in done.stdout and "slope" in done.stdout
+    report = json.loads(out.read_text())
+    assert set(report["slopes"]) == {"aligned/sink", "aligned/diagonal", "random/sink", "random/diagonal"}
+    assert [p["n_tokens"] for p in report["points"]][:2] == [8, 8] and len(report["points"]) == 8
+    shipped = json.loads((ROOT / "assets" / "cost.json").read_text())
+    assert set(shipped) == set(report) and set(shipped["points"][0]) == set(report["points"][0])

@@ -31,15 +31,7 @@ def live(dim: int, delta: float, seed: int, max_length: int) -> dict:
     def run() -> dict:
         from sinkscope import cost
 
-        lengths = tuple(n for n in cost.LENGTHS if n <= max_length)
-        points = cost.sweep(dim=dim, delta=delta, seed=seed, lengths=lengths)
-        found = [p.__dict__ for p in points]
-        slopes = {
-            f"{g}/{p}": cost.slope([q for q in points if q.geometry == g and q.pattern == p])
-            for g in cost.GEOMETRIES
-            for p in cost.PATTERNS
-        }
-        return {"dim": dim, "delta": delta, "seed": seed, "slopes": slopes, "points": found}
+        return cost.report(dim=dim, delta=delta, seed=seed, longest=max_length)
 
     return common.run_once("lab", ("cost", dim, delta, seed, max_length), run, t("cost.measuring"))
 

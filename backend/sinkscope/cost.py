@@ -14,7 +14,7 @@ embeddings are fixed unit vectors, so the numbers answer "how large must W be" f
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import torch
@@ -112,3 +112,17 @@ def slope(points: list[CostPoint]) -> float:
         return float("nan")
     log_t, log_norm = np.log([t for t, _ in met]), np.log([n for _, n in met])
     return float(np.polyfit(log_t, log_norm, 1)[0])
+
+
+def report(dim: int = 32, delta: float = 0.1, seed: int = 0, longest: int = LENGTHS[-1]) -> dict[str, object]:
+    """The sweep up to T = ``longest`` as JSON-ready data: controls, slopes per "geometry/pattern", points
+    (a norm or slope never found is None)."""
+    points = sweep(dim=dim, delta=delta, seed=seed, lengths=tuple(n for n in LENGTHS if n <= longest))
+    found = lambda value: value if np.isfinite(value) else None  # noqa: E731
+    slopes = {
+        f"{geometry}/{pattern}": found(slope([p for p in points if (p.geometry, p.pattern) == (geometry, pattern)]))
+        for geometry in GEOMETRIES
+        for pattern in PATTERNS
+    }
+    rows = [{**asdict(p), "norm": found(p.norm)} for p in points]
+    return {"dim": dim, "delta": delta, "seed": seed, "slopes": slopes, "points": rows}

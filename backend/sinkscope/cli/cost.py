@@ -4,30 +4,26 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import asdict
 from pathlib import Path
 
-from sinkscope.cli.common import UsageError, finite, number
+from sinkscope.cli.common import number
 from sinkscope.names import COST_LENGTHS as LENGTHS
 
 
 def run(args: argparse.Namespace) -> None:
     from sinkscope import cost
 
-    if not 0 < args.delta < 1 or args.dim < 2 or args.max_length not in LENGTHS:
-        raise UsageError(f"--delta must lie in (0, 1), --dim be at least 2, --max-length one of {LENGTHS}.")
-    lengths = tuple(n for n in LENGTHS if n <= args.max_length)
-    points = cost.sweep(dim=args.dim, delta=args.delta, seed=args.seed, lengths=lengths)
-    slopes = {}
-    for geometry in cost.GEOMETRIES:
-        for pattern in cost.PATTERNS:
-            chosen = [p for p in points if p.geometry == geometry and p.pattern == pattern]
-            slopes[f"{geometry}/{pattern}"] = cost.slope(chosen)
-            norms = "  ".join(f"{p.n_tokens}:{p.norm:.1f}" for p in chosen)
-            print(f"{geometry:8s} {pattern:9s} slope {slopes[f'{geometry}/{pattern}']:6.2f}   ||W|| at T = {norms}")
+    report = cost.report(dim=args.dim, delta=args.delta, seed=args.seed, longest=args.max_length)
+    for name, slope in report["slopes"].items():
+        geometry, pattern = name.split("/")
+        norms = "  ".join(
+            f"{p['n_tokens']}:{p['norm']:.1f}" if p["norm"] is not None else f"{p['n_tokens']}:none"
+            for p in report["points"]
+            if (p["geometry"], p["pattern"]) == (geometry, pattern)
+        )
+        shown = f"{slope:6.2f}" if slope is not None else "  none"
+        print(f"{geometry:8s} {pattern:9s} slope {shown}   ||W|| at T = {norms}")
     if args.json:
-        report = {"dim": args.dim, "delta": args.delta, "seed": args.seed, "slopes": slopes}
-        report["points"] = [{k: finite(v) for k, v in asdict(p).items()} for p in points]
         Path(args.json).write_text(json.dumps(report, indent=1))
 
 
