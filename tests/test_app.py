@@ -320,6 +320,15 @@ def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live(
     assert not at.exception
 
 
+def test_a_hosted_lab_offers_only_the_allowed_training_lengths(deployment: Callable[..., AppTest]) -> None:
+    at = deployment(SINKSCOPE_HOSTED="1", SINKSCOPE_MAX_LAB_STEPS="1500")
+    at.switch_page("views/lab.py").run()
+    assert not at.exception, at.exception
+    assert max(at.select_slider(key="lab_steps").options, key=int) == "1000"
+    assert at.select_slider(key="train_steps").options == ["250", "500", "1000"]
+    assert at.select_slider(key="train_steps").value == 1000
+
+
 def test_value_units_show_a_sink_head_writing_almost_nothing() -> None:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params.update({"example": "random", "layer": "18", "head": "8", "tab_id": "one"})

@@ -145,6 +145,12 @@ def get_thumbnails(request: Request, token_ids: tuple[int, ...]) -> np.ndarray:
     return run_once(request.model, ("thumbnails", request.dtype, token_ids), run, t("common.drawing_heads"))
 
 
+def step_choices(choices: list[int]) -> list[int]:
+    """The training lengths this deployment allows (hosted mode caps them)."""
+    allowed = [steps for steps in choices if steps <= shared().settings.max_lab_steps]
+    return allowed or choices[:1]
+
+
 def clamp(key: str, largest: int) -> None:
     """Keep a restored or remembered slider value inside this model's range."""
     st.session_state[key] = min(max(st.session_state.get(key, 0), 0), largest)

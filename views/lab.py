@@ -22,12 +22,6 @@ def polarize_runs(
     return common.run_once("lab", ("polarize", variants, loss, shape, steps, lr, seed), run, t("lab.training"))
 
 
-def step_choices(choices: list[int]) -> list[int]:
-    """The training lengths this deployment allows (hosted mode caps them)."""
-    allowed = [steps for steps in choices if steps <= common.shared().settings.max_lab_steps]
-    return allowed or choices[:1]
-
-
 def polarization() -> None:
     st.header(t("lab.polarize_title"))
     st.markdown(t("lab.polarize_intro"))
@@ -35,7 +29,7 @@ def polarization() -> None:
         cols = st.columns(4)
         loss = cols[0].radio(t("lab.loss"), ["logistic", "square"], key="lab_loss")
         candidates = cols[1].slider(t("lab.candidates"), 2, 32, 8, key="lab_candidates")
-        steps_allowed = step_choices([300, 1000, 3000, 10000])
+        steps_allowed = common.step_choices([300, 1000, 3000, 10000])
         steps = cols[2].select_slider(t("lab.steps"), steps_allowed, min(3000, steps_allowed[-1]), key="lab_steps")
         lr = cols[3].select_slider(t("lab.lr"), [0.05, 0.1, 0.2, 0.5, 1.0], 0.5, key="lab_lr")
         seed = cols[0].number_input(t("lab.seed"), 0, 10_000, 0, key="lab_seed")

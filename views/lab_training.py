@@ -33,14 +33,14 @@ def live_runs(task: str) -> Runs:
     return {(v, s): run for (name, v, s), run in st.session_state.get("lab_runs", {}).items() if name == task}
 
 
-def retrain(task: str, max_steps: int) -> None:
+def retrain(task: str) -> None:
     """A form that trains one variant live (progress, Stop), shared through the lab's queue and cache."""
     with st.form(f"train_{task}"):
         cols = st.columns(3)
         variant = cols[0].selectbox(t("lab.attention"), toy.VARIANTS, key="train_variant")
         seed = cols[1].number_input(t("lab.seed"), 0, 10_000, 0, key="train_seed")
-        steps = cols[2].select_slider(t("lab.steps"), [s for s in (250, 500, 1000, 2000) if s <= max_steps] or [250],
-                                      value=min(2000, max_steps), key="train_steps")  # fmt: skip
+        allowed = common.step_choices([250, 500, 1000, 2000])
+        steps = cols[2].select_slider(t("lab.steps"), allowed, value=allowed[-1], key="train_steps")
         go = st.form_submit_button(t("lab.retrain"))
     if not go:
         return
@@ -111,7 +111,7 @@ def section() -> None:
     task = st.radio(t("lab.task"), LAB_TASKS, format_func=lambda name: t(TASK_KEYS[name]), horizontal=True,
                     key="lab_task")  # fmt: skip
     st.caption(t(ABOUT_KEYS[task]))
-    retrain(task, common.shared().settings.max_lab_steps)
+    retrain(task)
     runs = shipped_runs(task) | live_runs(task)
     if not runs:
         st.info(t("lab.no_runs"))
