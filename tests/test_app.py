@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sinkscope import lab
 from sinkscope.names import HEAD_METRICS
 from streamlit.testing.v1 import AppTest
 
@@ -111,10 +112,11 @@ def url_param(app: AppTest, key: str) -> str:
 
 
 def test_the_head_map_shows_the_chosen_metric_with_all_five_in_hover(app: AppTest) -> None:
-    heat = chart(app, "head_map")["data"][0]
+    heat, cells = chart(app, "head_map")["data"]
     assert array(heat["z"]).shape == (30, 9)
+    assert len(array(cells["x"])) == 30 * 9  # a clickable marker on every cell
     for metric in HEAD_METRICS:
-        assert metric in heat["hovertemplate"]
+        assert metric in cells["hovertemplate"]
     app.radio(key="metric").set_value("diagonal").run()
     assert chart(app, "head_map")["layout"]["title"]["text"].startswith("diagonal")
 
@@ -292,12 +294,18 @@ def test_streaming_refuses_a_text_that_never_fills_the_cache() -> None:
     assert "stream_results" not in at.session_state
 
 
-def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live() -> None:
+def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    shipped_softmax = lab.PolarizeRun.load(ROOT / "assets" / "lab" / "polarize" / "softmax-logistic-seed0.json")
+    monkeypatch.setattr(lab, "polarize", None)  # the first visit trains nothing
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.switch_page("views/lab.py").run()
     assert not at.exception
     entropy = chart(at, "lab_entropy")["data"]
     assert {trace["name"] for trace in entropy} == {"softmax", "softmax+1", "sigmoid", "relu", "linear"}
+    assert any(c.value.startswith("Shipped runs for softmax, softmax+1, sigmoid, relu, linear") for c in at.caption)
+    assert array(entropy[0]["y"]).tolist() == shipped_softmax.entropy
     assert at.radio(key="lab_task").value == "backcopy"
     shipped = at.dataframe[0].value
     assert len(shipped) == 8 and set(shipped["attention"]) == {"softmax", "softmax+1", "sigmoid", "linear"}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from sinkscope import lab
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -83,10 +84,13 @@ def test_stream_reports_one_row_per_method(tmp_path: Path) -> None:
 
 def test_lab_commands_report_and_save_a_run(tmp_path: Path) -> None:
     report = tmp_path / "polarize.json"
-    done = cli("lab", "polarize", "--attention", "softmax", "--steps", "200", "--json", str(report))
+    options = ["--attention", "softmax", "--steps", "200", "--save", str(tmp_path)]
+    done = cli("lab", "polarize", *options, "--json", str(report))
     assert done.returncode == 0, done.stderr
     numbers = json.loads(report.read_text())
     assert numbers["final_entropy"] < 1 and numbers["ratio_curve"][0]["step"] == 1
+    saved = lab.PolarizeRun.load(tmp_path / "softmax-logistic-seed0.json")
+    assert saved.settings["steps"] == 200 and saved.entropy[-1] == numbers["final_entropy"]
     for task, heads in (("induction", 8), ("backcopy", 1), ("trigger", 4)):
         out = tmp_path / f"{task}.json"
         options = ["--attention", "sigmoid", "--steps", "20", "--seed", "3", "--save", str(tmp_path / task)]

@@ -26,7 +26,9 @@ def head_map(trace: Trace) -> None:
     st.caption(t("explorer.sink_rate_help"))
     metric = st.radio(t("explorer.colour_by"), HEAD_METRICS, horizontal=True, key="metric")
     left, right = st.columns([3, 2])
-    left.plotly_chart(plot.fig_head_map(trace.heads, metric, lang=language()), key="head_map")
+    head_map_fig = plot.fig_head_map(trace.heads, metric, lang=language())
+    left.plotly_chart(head_map_fig, key="head_map", on_select=open_clicked_head, selection_mode="points")
+    left.caption(t("explorer.click_to_open"))
     right.plotly_chart(plot.fig_kind_counts(trace.heads["kind"], lang=language()), key="kind_counts")
     kinds = trace.heads["kind"]
     sink_kind = num(100 * float((kinds == "sink").mean()), ".0f")
@@ -43,6 +45,16 @@ def head_map(trace: Trace) -> None:
     download[0].download_button(t("explorer.heads_csv"), heads_csv, "heads.csv", on_click="ignore")
     layers_csv = layers[list(LAYER_COLUMNS)].to_csv(index=False)
     download[1].download_button(t("explorer.layers_csv"), layers_csv, "layers.csv", on_click="ignore")
+
+
+def open_clicked_head() -> None:
+    """A click on a head map cell opens that head in "One head"."""
+    state = st.session_state
+    points = state["head_map"].selection.points
+    if points:
+        state["layer"], state["head"] = int(points[0]["y"]), int(points[0]["x"])
+        state["tab_id"] = "one"
+        state.pop("tab", None)  # tabs() sets the open tab from tab_id, in this viewer's language
 
 
 def matrix_to_csv(matrix: np.ndarray, labels: list[str]) -> str:

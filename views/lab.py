@@ -8,18 +8,28 @@ from views import common, lab_training, url_state
 from views.text import num, t
 
 
+@st.cache_resource(show_spinner=False)
+def shipped_polarize() -> list[lab.PolarizeRun]:
+    """The runs in assets/lab/polarize/ (made by the command in the README): the page opens on them."""
+    return [lab.PolarizeRun.load(path) for path in sorted((lab_training.RUNS / "polarize").glob("*.json"))]
+
+
 def polarize_runs(
     variants: tuple[str, ...], loss: str, shape: tuple[int, int], steps: int, lr: float, seed: int
 ) -> dict:
-    """Every chosen variant trained once, shared by every session through the lab's run queue and cache."""
+    """Every chosen variant: a shipped run where one has these settings, else trained once and shared by every
+    session through the lab's run queue and cache."""
     candidates, dim = shape
+    settings = dict(candidates=candidates, dim=dim, steps=steps, lr=lr, seed=seed)
+    shipped = {r.variant: r for r in shipped_polarize() if r.loss == loss and r.settings == settings}
+    missing = tuple(v for v in variants if v not in shipped)
 
     def run() -> dict:
-        return {
-            v: lab.polarize(v, loss, candidates=candidates, dim=dim, steps=steps, lr=lr, seed=seed) for v in variants
-        }
+        return {v: lab.polarize(v, loss, **settings) for v in missing}
 
-    return common.run_once("lab", ("polarize", variants, loss, shape, steps, lr, seed), run, t("lab.training"))
+    key = ("polarize", missing, loss, shape, steps, lr, seed)
+    live = common.run_once("lab", key, run, t("lab.training")) if missing else {}
+    return {v: shipped.get(v) or live[v] for v in variants}
 
 
 def polarization() -> None:
@@ -39,6 +49,8 @@ def polarization() -> None:
     runs = polarize_runs(tuple(variants), loss, (candidates, dim), steps, lr, int(seed))
     if not runs:
         return
+    shipped = [v for v, r in runs.items() if any(r is s for s in shipped_polarize())]
+    st.caption(t("lab.polarize_shipped", variants=", ".join(shipped)) if shipped else t("lab.polarize_live"))
     steps_of = {v: r.steps for v, r in runs.items()}
     entropy = plot.fig_lines(
         steps_of,

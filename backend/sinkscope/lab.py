@@ -6,9 +6,11 @@ Low-Entropy Solutions": the value-softmax block beta = V sigma(a) trained on a l
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -48,12 +50,20 @@ def entropy_of(weights: np.ndarray) -> float:
 class PolarizeRun:
     variant: str
     loss: str
+    settings: dict[str, float] = field(default_factory=dict)  # candidates, dim, steps, lr, seed
     steps: list[int] = field(default_factory=list)
     weights: list[list[float]] = field(default_factory=list)  # sigma(a) at each recorded step
     entropy: list[float] = field(default_factory=list)
     ratio: list[float] = field(default_factory=list)  # largest non-maximal |weight| / maximal
     singular_values: list[list[float]] = field(default_factory=list)  # of V
     train_loss: list[float] = field(default_factory=list)
+
+    def save(self, path: Path) -> None:
+        path.write_text(json.dumps(asdict(self)))
+
+    @staticmethod
+    def load(path: Path) -> PolarizeRun:
+        return PolarizeRun(**json.loads(path.read_text()))
 
 
 def polarize(
@@ -70,7 +80,7 @@ def polarize(
     scores = (1e-3 * torch.randn(candidates, generator=generator)).requires_grad_()
     values = (0.1 * torch.randn(dim, candidates, generator=generator)).requires_grad_()
     record = set(np.unique(np.geomspace(1, steps, 60).astype(int)).tolist())
-    run = PolarizeRun(variant, loss)
+    run = PolarizeRun(variant, loss, dict(candidates=candidates, dim=dim, steps=steps, lr=lr, seed=seed))
     for step in range(1, steps + 1):
         weights = normalize(scores, variant)
         margin = x @ (values @ weights)  # (sample,)

@@ -48,9 +48,9 @@ def wait_healthy(url: str, process: subprocess.Popen, seconds: float = 60) -> No
 
 @pytest.fixture(scope="session")
 def app_server() -> Iterator[tuple[str, subprocess.Popen]]:
-    """A ``streamlit run app.py`` on a free loopback port: (its URL, its process)."""
+    """A ``streamlit run serve.py`` on a free loopback port: (its URL, its process)."""
     port = free_port()
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+    command = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
     command += ["--server.address", "127.0.0.1"]
     ARTIFACTS.mkdir(exist_ok=True)
     log = (ARTIFACTS / "streamlit.log").open("w")

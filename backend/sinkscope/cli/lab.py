@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,12 +13,22 @@ from sinkscope.cli.common import number
 from sinkscope.names import LAB_TASKS as TASKS
 from sinkscope.names import LAB_VARIANTS
 
+if TYPE_CHECKING:  # imported where used: `sinkscope --help` starts without torch
+    from sinkscope import lab, toy
+
+
+def _save(run: lab.PolarizeRun | toy.TrainingRun, folder: str | None, name: str) -> None:
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        run.save(Path(folder) / name)
+
 
 def _polarize_report(args: argparse.Namespace) -> dict[str, object]:
     from sinkscope import lab
 
     run = lab.polarize(args.attention, args.loss, steps=args.steps or 3000, seed=args.seed, lr=args.lr or 0.5)
     print(f"{args.attention}, {args.loss} loss: entropy {run.entropy[0]:.3f} -> {run.entropy[-1]:.3f}")
+    _save(run, args.save, f"{args.attention}-{args.loss}-seed{args.seed}.json")
     return {
         "attention": args.attention,
         "loss": args.loss,
@@ -41,9 +52,7 @@ def _training_report(args: argparse.Namespace) -> dict[str, object]:
         f"first head >= 0.9 at dormant queries: {'step ' + str(first) if first is not None else 'none'}"
         + ("" if args.attention in toy.SHARES else " (raw weights: rows need not sum to 1)")
     )
-    if args.save:
-        Path(args.save).mkdir(parents=True, exist_ok=True)
-        run.save(Path(args.save) / f"{args.attention}-seed{args.seed}.json")
+    _save(run, args.save, f"{args.attention}-seed{args.seed}.json")
     names = ("bos_dormant", "bos_active", "total_dormant", "total_active")
     finals = {name: run.final(name) for name in names}  # each (layer, head)
     heads = [
@@ -71,5 +80,9 @@ def add(commands: argparse._SubParsersAction) -> None:
     command.add_argument("--seed", type=number(int, 0), default=0)
     command.add_argument("--lr", type=number(float, 0, strict=True), help="default 0.5 (polarize) or the task's setup")
     command.add_argument("--json", help="write the final numbers here")
-    command.add_argument("--save", metavar="DIR", help="a task: write the run to DIR/<attention>-seed<seed>.json")
+    command.add_argument(
+        "--save",
+        metavar="DIR",
+        help="write the run to DIR/<attention>-seed<seed>.json (polarize: <attention>-<loss>-seed<seed>.json)",
+    )
     command.set_defaults(run=run)

@@ -28,26 +28,41 @@ def escape(text: str) -> str:
 
 
 def fig_head_map(heads: dict[str, np.ndarray], metric: str, lang: str = "en") -> go.Figure:
-    """A layer x head heatmap of one per-head metric; hover shows all five and the kind."""
+    """A layer x head heatmap of one per-head metric; hover shows all five and the kind.
+
+    An invisible marker sits on every cell, because Plotly selects points but not heatmap cells: clicking
+    a cell selects its marker, whose (x, y) is (head, layer).
+    """
     tr = Text(lang)
     values = heads[metric]
     n_layers, n_heads = values.shape
-    custom = np.stack([heads[m] for m in HEAD_METRICS], axis=-1)  # (layer, head, metric): 3-D for plotly 6+
-    kinds = np.vectorize(tr.kind)(heads["kind"])
+    layer, head = np.indices(values.shape)
+    custom = np.stack([heads[m] for m in HEAD_METRICS], axis=-1).reshape(-1, len(HEAD_METRICS))  # (cell, metric)
+    kinds = np.vectorize(tr.kind)(heads["kind"]).ravel()
     lines = [f"{m}: %{{customdata[{i}]:.3f}}" for i, m in enumerate(HEAD_METRICS)]
     fig = go.Figure(
         go.Heatmap(
             z=values,
             x=np.arange(n_heads),
             y=np.arange(n_layers),
-            customdata=custom,
-            text=kinds,
             zmin=0,
             zmax=1,
             colorscale="Reds" if metric in ("sink", "value_sink") else "Viridis",
             colorbar={"title": {"text": metric}},
-            hovertemplate=tr("fig.head_hover") + "<br>" + "<br>".join(lines) + "<br>" + tr("fig.kind_hover"),
+            hoverinfo="skip",
         )
+    )
+    fig.add_scatter(
+        x=head.ravel(),
+        y=layer.ravel(),
+        mode="markers",
+        marker={"symbol": "square", "size": 14, "opacity": 0},
+        selected={"marker": {"opacity": 0}},
+        unselected={"marker": {"opacity": 0}},
+        customdata=custom,
+        text=kinds,
+        hovertemplate=tr("fig.head_hover") + "<br>" + "<br>".join(lines) + "<br>" + tr("fig.kind_hover"),
+        showlegend=False,
     )
     fig.update_layout(
         title=f"{metric}: {tr(TITLES[metric])}",
@@ -55,6 +70,7 @@ def fig_head_map(heads: dict[str, np.ndarray], metric: str, lang: str = "en") ->
         yaxis={"title": tr("fig.layer"), "autorange": "reversed"},
         height=max(320, 18 * n_layers + 120),
         margin=MARGIN,
+        clickmode="event+select",
     )
     return fig
 

@@ -1,0 +1,53 @@
+"""The web server: Streamlit's, plus a page that knows its server's address. Run with ``streamlit run serve.py``.
+
+A direct link to a sub-page (``/claims``) makes Streamlit's page guess its server's address from the link:
+it first asks ``/claims/_stcore/health`` and ``/claims/_stcore/host-config``, which answer 404 in the
+browser console, and only then the root (streamlit/streamlit#7074). Serving those links a page that
+states the address (``window.__streamlit.BACKEND_BASE_URL``, which the page reads before guessing)
+removes the guess.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import streamlit as st
+from starlette.middleware import Middleware
+from starlette.responses import HTMLResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from views.site import URL_PATHS
+
+MARKER = "<head>"
+
+
+@cache
+def _index_html() -> str:
+    return (Path(st.__file__).parent / "static" / "index.html").read_text(encoding="utf-8")
+
+
+def page_for(base: str) -> str:
+    """Streamlit's index.html, told that its server lives at ``base`` (a path ending in /)."""
+    address = f"<script>window.__streamlit = {{BACKEND_BASE_URL: location.origin + {json.dumps(base)}}}</script>"
+    return _index_html().replace(MARKER, MARKER + address, 1)
+
+
+class SubPageLinks:
+    """ASGI middleware: a GET of ``<base>/<page>`` gets ``page_for(<base>/)``; everything else passes."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["method"] in ("GET", "HEAD"):
+            base, _, last = scope["path"].rpartition("/")
+            if last in URL_PATHS:
+                response = HTMLResponse(page_for(base + "/"), headers={"Cache-Control": "no-cache"})
+                await response(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+app = st.App("app.py", middleware=[Middleware(SubPageLinks)])
