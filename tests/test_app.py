@@ -79,6 +79,8 @@ def test_empty_text_shows_a_message_and_keeps_the_previous_result(app: AppTest) 
     assert any("empty" in e.value for e in app.error)
     assert any("Showing the previous result" in c.value for c in app.caption)
     assert any("T = " in m.label for m in app.metric)
+    assert "last_request" in app.session_state  # a session keeps its request; the result lives in the shared cache
+    assert "last_analysis" not in app.session_state
 
 
 def test_an_unknown_model_shows_a_message(app: AppTest) -> None:
@@ -248,6 +250,11 @@ def test_hosted_mode_offers_only_the_bundled_models_and_a_lower_limit(deployment
     assert "custom" not in options and len(options) >= 1
     assert all("Other" not in option for option in options)
     assert any("limit 512" in c.value for c in app.sidebar.caption)
+    assert app.sidebar.text_area(key="text").max_chars == 200 * 1024  # a paste is held to the upload limit
+    app.sidebar.text_area(key="text").set_value("The keeper counts ships. " * 20_000).run()  # past the box, by URL
+    assert not app.exception
+    assert any("more than 512 tokens" in w.value for w in app.warning)
+    assert any(c.value == "more than 512 tokens · limit 512" for c in app.sidebar.caption)
 
 
 def test_hosted_mode_ignores_a_model_path_in_the_url(monkeypatch: pytest.MonkeyPatch) -> None:

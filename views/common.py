@@ -242,7 +242,8 @@ def _text_input() -> str:
         if st.session_state.get("loaded_example") != example:
             st.session_state["text"] = EXAMPLES[example]["text"]  # an example fills the box; edits are kept
             st.session_state["loaded_example"] = example
-    text = st.text_area(t("side.text"), key="text", height=180, on_change=_text_edited)
+    max_chars = shared().settings.max_upload_bytes  # a paste is held to the upload limit
+    text = st.text_area(t("side.text"), key="text", height=180, max_chars=max_chars, on_change=_text_edited)
     if st.session_state.get("example") == CUSTOM and len(text) > URL_TEXT_LIMIT:
         st.caption(t("side.not_in_url", limit=URL_TEXT_LIMIT))
     limit_kb = shared().settings.max_upload_bytes // 1024
@@ -253,11 +254,16 @@ def _text_input() -> str:
 
 
 def _token_count_caption(loaded: LoadedModel, text: str, add_bos: bool | None) -> None:
+    limit = token_limit(loaded)
+    n_tokens: int | None = 0
     try:
-        n_tokens = len(encode(loaded.tokenizer, text, limit=10**9, add_bos=add_bos))
+        n_tokens = len(encode(loaded.tokenizer, text, limit, add_bos=add_bos))
+    except TokenLimitError as err:
+        n_tokens = err.n_tokens  # None: too long to count in full
     except SinkscopeError:
-        n_tokens = 0
-    st.caption(t("side.token_count", n=n_tokens, limit=token_limit(loaded)))
+        pass  # an empty text has no tokens
+    over = n_tokens is None
+    st.caption(t("side.token_count_over" if over else "side.token_count", n=n_tokens, limit=limit))
 
 
 def choose_language() -> None:
@@ -315,18 +321,29 @@ def _token_limit_notice(request: Request, err: TokenLimitError) -> None:
         st.rerun()
 
 
+def _analysis(request: Request) -> Analysis | None:
+    """The analysis of ``request``, or None with a message on the page."""
+    try:
+        return Analysis(request, get_trace(request))
+    except TokenLimitError as err:
+        _token_limit_notice(request, err)
+    except (SinkscopeError, RuntimeError, MemoryError) as err:  # a failed run must not end the session
+        st.error(say(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
+    return None
+
+
 def current_analysis(request: Request | None) -> Analysis | None:
-    """The analysis of the sidebar's text; after an error, the message and the previous result."""
-    if request is not None:
-        try:
-            analysis = Analysis(request, get_trace(request))
-            st.session_state["last_analysis"] = analysis
-            return analysis
-        except TokenLimitError as err:
-            _token_limit_notice(request, err)
-        except (SinkscopeError, RuntimeError, MemoryError) as err:  # a failed run must not end the session
-            st.error(say(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
-    previous = st.session_state.get("last_analysis")
-    if previous is not None:
-        st.caption(t("common.previous_result"))
-    return previous
+    """The analysis of the sidebar's text; after an error, the message and the previous result.
+
+    A session keeps only its last request: the result lives in the shared cache, bounded by bytes (a trace at
+    512 tokens is about 37 MB, mostly its residual norms), and is computed again if it was evicted.
+    """
+    analysis = _analysis(request) if request is not None else None
+    if analysis is not None:
+        st.session_state["last_request"] = request
+        return analysis
+    previous = st.session_state.get("last_request")
+    if previous is None or previous == request:
+        return None
+    st.caption(t("common.previous_result"))
+    return _analysis(previous)

@@ -2,21 +2,52 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
+import logging
 import os
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from platformdirs import user_cache_dir
 
+from sinkscope.errors import ModelLoadError
+
 DEFAULT_MODEL = "smollm2-135m"
+log = logging.getLogger(__name__)
 
 
 def cache_root() -> Path:
-    """Where dequantized models live; SINKSCOPE_CACHE overrides the user cache directory."""
-    return Path(os.environ.get("SINKSCOPE_CACHE") or user_cache_dir("sinkscope"))
+    """Where dequantized models live: SINKSCOPE_CACHE, else the user cache directory; a temporary folder when
+    that cannot be written (read-only, or a file), so a misconfigured server still starts."""
+    wanted = Path(os.environ.get("SINKSCOPE_CACHE") or user_cache_dir("sinkscope"))
+    try:
+        return _writable(wanted)
+    except OSError as err:
+        fallback = Path(tempfile.gettempdir()) / "sinkscope-cache"
+        try:
+            _writable(fallback)
+        except OSError:
+            raise ModelLoadError("error.cache_unusable", path=str(wanted), reason=str(err)) from err
+        _warn_once(wanted, fallback, str(err))
+        return fallback
+
+
+def _writable(folder: Path) -> Path:
+    """``folder``, created if needed, after a test write; OSError when it cannot be written."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryFile(dir=folder):
+        return folder
+
+
+@functools.cache
+def _warn_once(wanted: Path, fallback: Path, reason: str) -> None:
+    log.warning(
+        "Cannot write the cache folder %s (%s); using %s instead (set SINKSCOPE_CACHE)", wanted, reason, fallback
+    )
 
 
 def _smollm2_gguf() -> Path:

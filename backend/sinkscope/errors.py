@@ -28,7 +28,11 @@ class InputError(SinkscopeError):
 class TokenLimitError(InputError):
     """The text is longer than the token limit; callers offer to truncate it."""
 
-    def __init__(self, n_tokens: int, limit: int) -> None:
-        super().__init__("error.token_limit", n=n_tokens, limit=limit)
+    def __init__(self, n_tokens: int | None, limit: int) -> None:
+        """``n_tokens`` is None when the text was too long to count in full."""
+        if n_tokens is None:
+            super().__init__("error.token_limit_over", limit=limit)
+        else:
+            super().__init__("error.token_limit", n=n_tokens, limit=limit)
         self.n_tokens = n_tokens
         self.limit = limit

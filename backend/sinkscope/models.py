@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +29,7 @@ from sinkscope.i18n import Text
 log = logging.getLogger(__name__)
 
 HARD_TOKEN_LIMIT = 8192
+ORPHAN_SECONDS = 3600
 HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
 DTYPES = {
     "float32": torch.float32,
@@ -93,6 +95,7 @@ def dequantized_dir(key: str, progress: Progress = log.info) -> Path:
     bundled = BUNDLED[key]
     version = importlib.metadata.version(bundled.distribution)
     target = cache_root() / "dequantized" / f"{bundled.key}-{version}"
+    _remove_orphans(target.parent, f".{bundled.key}-")
     if (target / "config.json").exists():
         return target
     progress(f"First start: dequantizing {bundled.label} (about 20 s, cached afterwards)…")
@@ -103,13 +106,24 @@ def dequantized_dir(key: str, progress: Progress = log.info) -> Path:
     del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{bundled.key}-"))
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
     try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
         os.replace(staging, target)  # atomic: a concurrent first start never sees half a folder
-    except OSError:
+    except OSError as err:
+        if not (target / "config.json").exists():  # else another start won the race, and its folder serves
+            raise ModelLoadError("error.cache_unusable", path=str(target.parent), reason=str(err)) from err
+    finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _remove_orphans(folder: Path, prefix: str) -> None:
+    """Staging folders that a crashed first start left behind (an hour old: a running one is younger)."""
+    for orphan in folder.glob(prefix + "*"):
+        if orphan.is_dir() and time.time() - orphan.stat().st_mtime > ORPHAN_SECONDS:
+            log.info("Removing %s, left by an interrupted first start", orphan)
+            shutil.rmtree(orphan, ignore_errors=True)
 
 
 def _source_of(spec: str, progress: Progress) -> tuple[str, str]:
