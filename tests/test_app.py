@@ -288,6 +288,8 @@ def test_the_streaming_page_shows_sinks_rescuing_a_small_window() -> None:
     next(b for b in at.button if b.label.startswith("Sweep")).click().run()
     bars = chart(at, "sweep_chart")["data"][0]
     assert list(bars["x"]) == ["0", "1", "2", "4", "8"]
+    next(b for b in at.button if b.label.startswith("Generate")).click().run()
+    assert not at.exception and len([text for text in at.main.text if len(text.value) > 40]) == 2
 
 
 def test_streaming_refuses_a_text_that_never_fills_the_cache() -> None:

@@ -104,3 +104,49 @@ def test_hosted_settings_allow_only_bundled_models(flag: str) -> None:
     assert hosted.allows("smollm2-135m") and not hosted.allows("/etc") and not hosted.allows("gpt2")
     narrowed = Settings.from_env({"SINKSCOPE_HOSTED": flag, "SINKSCOPE_MODELS": "smollm2-135m"})
     assert not narrowed.allows("gemma3-270m")
+
+
+def test_a_long_job_lets_a_short_run_in_between_its_steps() -> None:
+    """One visitor's long job (many steps) must not hold a second visitor's short run until it ends."""
+    queue, order = RunQueue(), []
+    started = threading.Event()
+
+    def long_job() -> None:
+        with queue.turn():
+            for step in range(20):
+                started.set()
+                time.sleep(0.01)
+                order.append(f"long {step}")
+                queue.let_others_in()
+
+    def short_run() -> None:
+        started.wait()
+        with queue.turn():
+            order.append("short")
+
+    threads = [threading.Thread(target=long_job), threading.Thread(target=short_run)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert order.index("short") <= 3 and len(order) == 21 and queue.waiting == 0
+    with queue.turn():
+        queue.let_others_in()  # nobody waits: the holder goes straight on
+
+
+def test_waiters_are_served_in_the_order_they_came() -> None:
+    queue, served = RunQueue(), []
+
+    def wait_and_run(index: int) -> None:
+        with queue.turn():
+            served.append(index)
+
+    threads = [threading.Thread(target=wait_and_run, args=(index,)) for index in range(4)]
+    with queue.turn():
+        for index, thread in enumerate(threads):
+            thread.start()
+            while queue.waiting < index + 1:  # the next one comes only after this one is in line
+                time.sleep(0.001)
+    for thread in threads:
+        thread.join()
+    assert served == [0, 1, 2, 3]

@@ -88,3 +88,5 @@ def test_generation_with_a_bounded_cache_continues_the_prompt(smollm2: LoadedMod
     with_room = streaming.generate(smollm2, prompt, 3, sinks=4, window=60)
     assert smollm2.tokenizer.decode(with_room).strip().startswith("Paris")
     assert len(streaming.generate(smollm2, prompt, 20, sinks=0, window=4)) == 20
+    stopped = streaming.generate(smollm2, prompt, 20, sinks=4, window=60, progress=lambda done, total: len(done) < 3)
+    assert stopped == streaming.generate(smollm2, prompt, 3, sinks=4, window=60)  # a Stop keeps what was made

@@ -72,7 +72,7 @@ def run_all(request: common.Request, config: dict, ids: list[int]) -> None:
     """Stream every method; partial curves land in the session as they grow, so a stop keeps them."""
     loaded = common.get_model(request.model, request.dtype)
     results = st.session_state["stream_results"] = {"config": config, "curves": {}, "seconds": {}}
-    bar = st.progress(0.0)
+    bar, queue = st.progress(0.0), common.shared().queue(request.model)
     for method in config["methods"]:
         start = time.monotonic()
 
@@ -81,9 +81,10 @@ def run_all(request: common.Request, config: dict, ids: list[int]) -> None:
             left = (time.monotonic() - start) / max(1, len(done)) * (total - len(done))
             bar.progress(len(done) / total, text=t("stream.progress", method=method, done=len(done), total=total,
                                                     left=num(left, ".0f")))  # fmt: skip
+            queue.let_others_in()  # a visitor's short run goes between two of these tokens
             return True
 
-        with common.shared().queue(request.model).turn():
+        with queue.turn():
             nll = streaming.streaming_nll(loaded, ids, method, config["sinks"], config["window"], progress)
         results["curves"][method] = list(nll)
         results["seconds"][method] = time.monotonic() - start
@@ -109,15 +110,35 @@ def show_results(results: dict) -> None:
     st.plotly_chart(membership, key="cache_membership")
 
 
+def sweep(request: common.Request, ids: list[int], cache_size: int, engine: str) -> list[float]:
+    """Perplexity for every sink count at one cache size; a progress bar (and a Stop point) at every step."""
+    loaded = common.get_model(request.model, request.dtype)
+    bar, queue, ppl = st.progress(0.0, text=t("stream.sweeping")), common.shared().queue(request.model), []
+    for index, sinks in enumerate(SINK_CHOICES):
+
+        def progress(done: list[float], total: int, index: int = index, sinks: int = sinks) -> bool:
+            share = (index + len(done) / total) / len(SINK_CHOICES)
+            bar.progress(share, text=t("stream.sweep_progress", sinks=sinks, done=len(done), total=total))
+            queue.let_others_in()
+            return True
+
+        with queue.turn():
+            ppl.append(
+                streaming.perplexity(
+                    streaming.streaming_nll(loaded, ids, engine, sinks, max(1, cache_size - sinks), progress)
+                )
+            )
+        bar.progress((index + 1) / len(SINK_CHOICES), text=t("stream.sweeping"))
+    bar.empty()
+    return ppl
+
+
 def sink_sweep(request: common.Request, ids: list[int], cache_size: int) -> None:
     st.subheader(t("stream.sweep_title"))
     engine = st.radio(t("stream.engine"), list(ENGINES), horizontal=True, key="sweep_engine", format_func=engine_label)
     if st.button(t("stream.sweep"), key="sweep"):
-        loaded = common.get_model(request.model, request.dtype)
-        with st.spinner(t("stream.sweeping")), common.shared().queue(request.model).turn():
-            ppl = [streaming.perplexity(streaming.streaming_nll(loaded, ids, engine, s, max(1, cache_size - s)))
-                   for s in SINK_CHOICES]  # fmt: skip
-        st.session_state["sweep_result"] = (ppl, cache_size, engine)
+        st.button(t("stream.stop"), key="stop_sweep", help=t("stream.stop_sweep_help"))  # a click reruns: it stops
+        st.session_state["sweep_result"] = (sweep(request, ids, cache_size, engine), cache_size, engine)
     if "sweep_result" in st.session_state:
         ppl, size, used = st.session_state["sweep_result"]
         st.plotly_chart(
@@ -125,14 +146,29 @@ def sink_sweep(request: common.Request, ids: list[int], cache_size: int) -> None
         )
 
 
+def generate_both(request: common.Request, prompt: list[int]) -> list[str]:
+    """The same prompt continued with 4 sinks + 16 recent tokens and with 20 recent tokens."""
+    loaded = common.get_model(request.model, request.dtype)
+    bar, queue, texts = st.progress(0.0, text=t("stream.generating")), common.shared().queue(request.model), []
+    for index, sinks in enumerate((4, 0)):
+
+        def progress(done: list[float], total: int, index: int = index) -> bool:
+            bar.progress((index + len(done) / total) / 2, text=t("stream.generating"))
+            queue.let_others_in()
+            return True
+
+        with queue.turn():
+            texts.append(loaded.tokenizer.decode(streaming.generate(loaded, prompt, 80, sinks, 20 - sinks, progress)))
+    bar.empty()
+    return texts
+
+
 def gibberish_demo(request: common.Request, ids: list[int]) -> None:
     st.subheader(t("stream.generate_title"))
     st.caption(t("stream.generate_help"))
     if st.button(t("stream.generate"), key="generate"):
-        loaded = common.get_model(request.model, request.dtype)
-        with st.spinner(t("stream.generating")), common.shared().queue(request.model).turn():
-            texts = [loaded.tokenizer.decode(streaming.generate(loaded, ids[:48], 80, s, 20 - s)) for s in (4, 0)]
-        st.session_state["generated_texts"] = texts
+        st.button(t("stream.stop"), key="stop_generate", help=t("stream.stop_sweep_help"))
+        st.session_state["generated_texts"] = generate_both(request, ids[:48])
     if "generated_texts" in st.session_state:
         left, right = st.columns(2)
         left.markdown(t("stream.with_sinks"))

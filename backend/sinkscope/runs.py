@@ -14,33 +14,52 @@ import numpy as np
 
 
 class RunQueue:
-    """A lock that knows how many callers wait for it, so each can be told its place."""
+    """A first-come, first-served lock that tells each waiter its place; a long job lets waiting runs go
+    first between its steps (``let_others_in``), so one visitor's streaming sweep never holds up another's
+    short analysis for more than one step."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._count = threading.Lock()
-        self._waiting = 0
+        self._changed = threading.Condition()
+        self._next_ticket = 0  # the ticket the next caller takes
+        self._serving = 0  # the ticket whose holder runs now
 
     @property
     def waiting(self) -> int:
-        return self._waiting
+        with self._changed:
+            return max(0, self._next_ticket - self._serving - 1)
+
+    def _wait_in_line(self) -> None:
+        """Take the next ticket and wait for it (``self._changed`` held)."""
+        ticket = self._next_ticket
+        self._next_ticket += 1
+        while self._serving != ticket:
+            self._changed.wait()
+
+    def _pass_on(self) -> None:
+        self._serving += 1
+        self._changed.notify_all()
 
     @contextmanager
-    def turn(self, on_wait: Callable[[int], None] | None = None) -> Iterator[None]:
+    def turn(self, on_wait: Callable[[int], None] | None = None) -> Iterator[RunQueue]:
         """Hold the model for one run; ``on_wait(n)`` is called first if n other runs are ahead."""
-        if not self._lock.acquire(blocking=False):
-            with self._count:
-                self._waiting += 1
-                ahead = self._waiting
-            if on_wait is not None:
-                on_wait(ahead)
-            self._lock.acquire()
-            with self._count:
-                self._waiting -= 1
+        with self._changed:
+            ahead = self._next_ticket - self._serving
+        if ahead and on_wait is not None:
+            on_wait(ahead)
+        with self._changed:
+            self._wait_in_line()
         try:
-            yield
+            yield self
         finally:
-            self._lock.release()
+            with self._changed:
+                self._pass_on()
+
+    def let_others_in(self) -> None:
+        """Called by the holder between steps: runs that waited go first, then the holder's turn comes back."""
+        with self._changed:
+            if self._next_ticket - self._serving > 1:
+                self._pass_on()
+                self._wait_in_line()
 
 
 def nbytes(value: Any, seen: set[int] | None = None) -> int:

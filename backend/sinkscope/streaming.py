@@ -134,8 +134,13 @@ def stream(
     return np.array(nll), cache
 
 
-def generate(loaded: LoadedModel, prompt: list[int], n_new: int, sinks: int, window: int) -> list[int]:
-    """Greedy continuation of ``prompt`` with a bounded cache: without sinks it turns to gibberish."""
+def generate(
+    loaded: LoadedModel, prompt: list[int], n_new: int, sinks: int, window: int, progress: Progress | None = None
+) -> list[int]:
+    """Greedy continuation of ``prompt`` with a bounded cache: without sinks it turns to gibberish.
+
+    ``progress`` gets the tokens so far (as floats) after each new one, and stops the run by returning False.
+    """
     out: list[int] = []
     with streamer(loaded, sinks, window) as (step, _):
         for token in prompt[:-1]:
@@ -144,6 +149,8 @@ def generate(loaded: LoadedModel, prompt: list[int], n_new: int, sinks: int, win
         for _ in range(n_new):
             token = int(step(token).argmax())
             out.append(token)
+            if progress is not None and not progress([float(t) for t in out], n_new):
+                break
     return out
 
 
