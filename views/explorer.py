@@ -75,7 +75,8 @@ def head_summary(trace: Trace, layer: int, head: int) -> None:
     cells = st.columns(4)
     cells[0].metric("sink", num(heads["sink"][layer, head]))
     cells[1].metric("value_sink", num(heads["value_sink"][layer, head]))
-    cells[2].metric(t("explorer.value_ratio"), num(heads["value_norm_ratio"][layer, head], ".2f"))
+    ratio = num(heads["value_norm_ratio"][layer, head], ".2f")
+    cells[2].metric(t("explorer.value_ratio"), ratio, help=t("explorer.value_ratio_help"))
     cells[3].metric(t("explorer.kind"), kind_label(heads["kind"][layer, head]))
 
 
@@ -87,6 +88,7 @@ def one_head(request: common.Request, trace: Trace) -> None:
     options = st.columns(2)
     log_scale = options[0].toggle(t("explorer.log_scale"), key="log_scale")
     past_sink = options[1].toggle(t("explorer.past_sink"), key="past_sink", help=t("common.past_sink_help"))
+    value_units = st.toggle(t("explorer.value_units"), key="value_units")  # full width: a long label
     maps = common.get_layer_maps(request, trace.token_ids, layer)
     head_summary(trace, layer, head)
     labels = token_labels(trace.tokens)
@@ -98,14 +100,14 @@ def one_head(request: common.Request, trace: Trace) -> None:
     fig = plot.fig_attention(
         raw[rows, cols], labels[rows], labels[first_key:][cols], title, log_scale, ZOOM, lang=language()
     )
-    if options[0].toggle(t("explorer.value_units"), key="value_units"):
+    if value_units:
         weighted = value_scaled(maps.weights[head], maps.value_norms[head])
-        read_title = t("explorer.writes_title")
+        read_title, formula = t("explorer.writes_title"), t("explorer.writes_formula")
     else:
         weighted = value_weighted(maps.weights[head], maps.value_norms[head])
-        read_title = t("explorer.reads_title")
+        read_title, formula = t("explorer.reads_title"), t("explorer.reads_formula")
     read = plot.fig_attention(
-        weighted[rows, cols], labels[rows], labels[cols], read_title, log_scale, ZOOM, lang=language()
+        weighted[rows, cols], labels[rows], labels[cols], read_title, log_scale, ZOOM, formula, lang=language()
     )
     left, right = st.columns(2)
     left.plotly_chart(fig, key="one_head_map")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import math
 
 import numpy as np
 import plotly.graph_objects as go
@@ -66,8 +67,8 @@ def fig_head_map(heads: dict[str, np.ndarray], metric: str, lang: str = "en") ->
     )
     fig.update_layout(
         title=f"{metric}: {tr(TITLES[metric])}",
-        xaxis={"title": tr("fig.head"), "dtick": 1},
-        yaxis={"title": tr("fig.layer"), "autorange": "reversed"},
+        xaxis={"title": tr("fig.head"), "dtick": 1, "range": [-0.5, n_heads - 0.5]},
+        yaxis={"title": tr("fig.layer"), "range": [n_layers - 0.5, -0.5]},  # top to bottom; fixed: markers pad
         height=max(320, 18 * n_layers + 120),
         margin=MARGIN,
         clickmode="event+select",
@@ -85,13 +86,21 @@ def fig_kind_counts(kinds: np.ndarray, lang: str = "en") -> go.Figure:
     fig.update_layout(
         barmode="stack",
         title=tr("fig.kinds_title"),
-        xaxis={"title": tr("fig.layer"), "dtick": 2},
+        xaxis={"title": tr("fig.layer"), "dtick": 5},
         yaxis={"title": tr("fig.heads")},
-        height=300,
+        height=320,
         margin=MARGIN,
-        legend={"orientation": "h", "y": -0.25},
+        legend={"orientation": "v", "x": 1.02, "y": 1},  # beside the bars: below, it covered the axis title
     )
     return fig
+
+
+def category_ticks(labels: list[str], most: int, longest: int = 12) -> dict[str, object]:
+    """Axis settings that label at most ``most`` evenly spaced categories, each cut to ``longest`` characters:
+    58 rotated token labels in a half-width figure overlap into a smear. The hover keeps the full label."""
+    shown = labels[:: max(1, math.ceil(len(labels) / most))]
+    short = [label if len(label) <= longest else label[: longest - 1] + "…" for label in shown]
+    return {"tickmode": "array", "tickvals": shown, "ticktext": short}
 
 
 def fig_attention(
@@ -101,15 +110,21 @@ def fig_attention(
     title: str,
     log_scale: bool = False,
     max_cells: int = 256,
+    subtitle: str = "",
     lang: str = "en",
 ) -> go.Figure:
-    """One head's (query, key) map with token labels; pooled (max) when larger than max_cells."""
+    """One head's (query, key) map with token labels; pooled (max) when larger than max_cells. The subtitle
+    (a formula, the pooling) is a second line: half-width figures cut long titles off."""
     tr = Text(lang)
     pooled, row_starts, col_starts = pool_max(np.asarray(matrix, dtype=np.float64), max_cells)
     rows = [escape(s) for s in bin_labels(row_starts, matrix.shape[0], row_labels)]
     cols = [escape(s) for s in bin_labels(col_starts, matrix.shape[1], col_labels)]
     shown = np.where(pooled > 0, np.log10(np.where(pooled > 0, pooled, 1)), np.nan) if log_scale else pooled
-    colorbar = {"title": {"text": tr("fig.log_weight" if log_scale else "fig.weight")}}
+    colorbar = {  # below the map, not beside it: a half-width figure needs its width for the keys
+        "title": {"text": tr("fig.log_weight" if log_scale else "fig.weight"), "side": "right"},
+        "orientation": "h", "thickness": 10, "yref": "container", "y": 0.01, "yanchor": "bottom",
+        "xref": "paper", "x": 0.5, "xanchor": "center", "lenmode": "fraction", "len": 0.8,
+    }  # fmt: skip
     heatmap = go.Heatmap(
         z=shown.astype(np.float32),
         x=cols,
@@ -123,12 +138,25 @@ def fig_attention(
     )
     fig = go.Figure(heatmap)
     pooled_note = tr("fig.pooled", rows=len(rows), cols=len(cols)) if len(rows) < matrix.shape[0] else ""
+    subtitle = " · ".join(part for part in (subtitle, pooled_note) if part)
     fig.update_layout(
-        title=title + pooled_note,
-        xaxis={"title": tr("fig.key_axis"), "type": "category", "tickangle": -60, "nticks": 40},
-        yaxis={"title": tr("fig.query_axis"), "type": "category", "autorange": "reversed", "nticks": 40},
+        title={"text": title, "subtitle": {"text": subtitle}},
+        xaxis={
+            "title": tr("fig.key_axis"),
+            "type": "category",
+            "tickangle": -60,
+            "automargin": True,
+            **category_ticks(cols, 10),
+        },
+        yaxis={
+            "title": tr("fig.query_axis"),
+            "type": "category",
+            "autorange": "reversed",
+            "automargin": True,
+            **category_ticks(rows, 32),
+        },
         height=620,
-        margin={"l": 110, "r": 20, "t": 50, "b": 110},
+        margin={"l": 10, "r": 10, "t": 70, "b": 60},  # the axes make room for their labels; the colour bar below
     )
     return fig
 

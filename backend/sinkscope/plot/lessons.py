@@ -10,7 +10,7 @@ from sinkscope.arrays import bin_labels, pool_max
 from sinkscope.i18n import Text
 from sinkscope.metrics import nan_mean
 from sinkscope.names import KINDS
-from sinkscope.plot.explore import KIND_COLORS, MARGIN, escape
+from sinkscope.plot.explore import KIND_COLORS, MARGIN, category_ticks, escape
 
 
 def spent(tr: Text, total: float) -> str:
@@ -77,9 +77,9 @@ def fig_channel_map(hidden: np.ndarray, tokens: list[str], max_rows: int = 128, 
     )  # fmt: skip
     note = tr("lfig.pooled_rows", rows=len(rows)) if len(rows) < magnitude.shape[0] else ""
     fig.update_layout(
-        title=tr("lfig.channel_title") + note,
+        title={"text": tr("lfig.channel_title"), "subtitle": {"text": note}},
         xaxis={"title": tr("lfig.channel")},
-        yaxis={"title": tr("lfig.token"), "type": "category", "autorange": "reversed", "nticks": 30},
+        yaxis={"title": tr("lfig.token"), "type": "category", "autorange": "reversed", **category_ticks(rows, 24)},
         height=480,
         margin={**MARGIN, "l": 110},
     )
