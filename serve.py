@@ -1,15 +1,24 @@
-"""The web server: Streamlit's, plus a page that knows its server's address. Run with ``streamlit run serve.py``.
+"""The web server: Streamlit's, a page that knows its server's address, and a warm start.
+
+Run with ``streamlit run serve.py``.
 
 A direct link to a sub-page (``/claims``) makes Streamlit's page guess its server's address from the link:
 it first asks ``/claims/_stcore/health`` and ``/claims/_stcore/host-config``, which answer 404 in the
 browser console, and only then the root (streamlit/streamlit#7074). Serving those links a page that
 states the address (``window.__streamlit.BACKEND_BASE_URL``, which the page reads before guessing)
 removes the guess.
+
+On start, a background thread loads the default model and analyzes the example texts into the shared cache,
+so the first visitors (a whole class opening one link) find their heatmaps ready.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from functools import cache
 from pathlib import Path
 
@@ -18,9 +27,11 @@ from starlette.middleware import Middleware
 from starlette.responses import HTMLResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from views.common import warm_examples
 from views.site import URL_PATHS
 
 MARKER = "<head>"
+log = logging.getLogger("sinkscope.serve")
 
 
 @cache
@@ -50,4 +61,17 @@ class SubPageLinks:
         await self.app(scope, receive, send)
 
 
-app = st.App("app.py", middleware=[Middleware(SubPageLinks)])
+def _warm() -> None:
+    try:
+        warm_examples()
+    except Exception:  # a failed warm-up costs only speed: the first visitor runs the model instead
+        log.exception("Warming the example texts failed")
+
+
+@asynccontextmanager
+async def warm_start(_app: st.App) -> AsyncIterator[None]:
+    threading.Thread(target=_warm, name="sinkscope-warm-up", daemon=True).start()
+    yield
+
+
+app = st.App("app.py", middleware=[Middleware(SubPageLinks)], lifespan=warm_start)

@@ -316,7 +316,7 @@ def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live(
     assert any(c.value.startswith("Shipped runs for softmax, softmax+1, sigmoid, relu, linear") for c in at.caption)
     assert array(entropy[0]["y"]).tolist() == shipped_softmax.entropy
     assert at.radio(key="lab_task").value == "backcopy"
-    shipped = at.dataframe[0].value
+    shipped = at.table[0].value.reset_index()
     assert len(shipped) == 8 and set(shipped["attention"]) == {"softmax", "softmax+1", "sigmoid", "linear"}
     verdicts = " ".join(m.value for m in at.markdown)
     assert "Softmax forms a sink" in verdicts and verdicts.count("Reproduces.") == 3
@@ -329,10 +329,10 @@ def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live(
     at.number_input(key="train_seed").set_value(7)
     next(b for b in at.button if b.label == "Retrain live").click().run()
     assert not at.exception
-    runs = at.dataframe[0].value.set_index(["attention", "seed"])
+    runs = at.table[0].value.reset_index().set_index(["attention", "seed"])
     assert len(runs) == 9 and ("sigmoid", 7) in runs.index
     at.radio(key="lab_task").set_value("trigger").run()
-    trigger = at.dataframe[0].value
+    trigger = at.table[0].value
     assert len(trigger) == 8 and "(7" not in str(trigger.values)  # the backcopy run stays with backcopy
     assert not at.exception
 

@@ -25,8 +25,9 @@ def submit(at: AppTest, label: str) -> AppTest:
 
 
 def table(at: AppTest, column: str) -> object:
-    """The first table with this column (AppTest does not expose dataframe keys)."""
-    return next(d.value for d in at.dataframe if column in d.value.columns)
+    """The first data or static table with this column (AppTest does not expose dataframe keys)."""
+    tables = [d.value for d in at.dataframe] + [s.value.reset_index() for s in at.table]
+    return next(value for value in tables if column in value.columns)
 
 
 def test_softmax_page_spends_one_unit_and_checks_softmax_plus_one() -> None:
@@ -96,7 +97,7 @@ def test_massive_page_zeroing_hurts_more_than_setting_the_mean() -> None:
     assert len(runs) == 3
     changes = runs["change"].to_numpy()
     assert changes[1] > changes[2]  # zero, then mean
-    published = at.dataframe[-1].value.set_index("measurement")
+    published = at.table[-1].value
     assert "→" in published.loc["perplexity when set to zero", "your model"]
 
 
@@ -116,7 +117,7 @@ def test_diagonals_page_forces_sink_heads_to_diagonal() -> None:
     assert len(table(at, "run")) == 3  # the second run joins the first
     cosines = chart(at, "dg_cosine")["data"]
     assert len(cosines) == 3 and cosines[2]["name"] == "make 270 head(s) dense (uniform)"
-    published = at.dataframe[-1].value.set_index("measurement")
+    published = at.table[-1].value
     assert "→" in published.loc["sparse patterns curb oversmoothing", "your model"]
 
 
@@ -176,11 +177,11 @@ def test_the_claims_scoreboard_computes_a_verdict_for_every_claim(lang: str) -> 
     at.switch_page("views/claims.py").run()
     assert not at.exception, at.exception
     claim, verdict, reproduces = VERDICT_WORDS[lang]
-    board = at.dataframe[0].value
+    board = at.table[0].value.reset_index()
     assert len(board) == 12 and board[claim].is_unique
     assert list(board.columns[:2]) == [claim, verdict]  # the verdict stands beside its claim
     assert board[verdict].iloc[0] == reproduces  # SmolLM2 sinks: 70% of heads at eps 0.3
     assert board[verdict].iloc[4] == reproduces  # the half-space condition, measured where attention reads
     assert board[verdict].iloc[9] == reproduces  # the shipped Bigram-Backcopy softmax runs
-    links = set(board.iloc[:, -1])
+    links = {cell.split("](")[1].rstrip(")") for cell in board.iloc[:, -1]}
     assert links <= {"/softmax", "/reads-nothing", "/streaming", "/lab", "/diagonals", "/massive", "/break"}

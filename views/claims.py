@@ -70,7 +70,7 @@ def measured(request: common.Request, trace: Trace) -> list[claims.Verdict]:
 
 
 def table(verdicts: list[claims.Verdict]) -> None:
-    """One row per claim, the verdict beside the claim; every row visible without scrolling."""
+    """One row per claim, the verdict beside the claim; a static table, so long cells wrap at any width."""
     columns = {name: t(key) for name, key in COLUMNS.items()}
     rows = [
         {
@@ -78,14 +78,11 @@ def table(verdicts: list[claims.Verdict]) -> None:
             columns["verdict"]: t(STATUS[v.status]),
             columns["yours"]: say(v.measured) if v.measured is not None else "—",
             columns["published"]: t(SHOWN[v.claim][1]),
-            columns["page"]: "/" + SHOWN[v.claim][2],
+            columns["page"]: f"[{t('claims.open')}](/{SHOWN[v.claim][2]})",
         }
         for v in verdicts
     ]
-    config = {columns[name]: st.column_config.TextColumn(width="large") for name in ("claim", "yours", "published")}
-    config[columns["page"]] = st.column_config.LinkColumn(display_text=t("claims.open"))
-    height = 36 * (len(rows) + 1) + 3  # every row shows
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="claims_table", column_config=config, height=height)
+    st.table(pd.DataFrame(rows).set_index(columns["claim"]))
     counts = {status: sum(v.status == status for v in verdicts) for status in STATUS}
     st.markdown(t("claims.summary", reproduces=counts["reproduces"], differs=counts["differs"], total=len(verdicts)))
 

@@ -24,7 +24,7 @@ from sinkscope.runs import BoundedCache, RunQueue
 from sinkscope.settings import Settings
 from sinkscope.tokens import adds_bos_by_default, decode_text, encode, has_bos
 
-from views.text import language, say, set_language, t
+from views.text import coloured, kind_label, language, say, set_language, t
 from views.url_state import CUSTOM, URL_TEXT_LIMIT, restore_from_url
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -45,6 +45,9 @@ def _secrets() -> dict[str, str]:
 def settings() -> Settings:
     """Environment variables win over .streamlit/secrets.toml."""
     return Settings.from_env(_secrets() | dict(os.environ))
+
+
+GPU_DTYPES = ["bfloat16", "float16", "float32"]
 
 
 @dataclass(frozen=True)
@@ -122,15 +125,35 @@ def token_limit(loaded: LoadedModel) -> int:
     return min(shared().settings.max_tokens, loaded.info.max_tokens)
 
 
-def get_trace(request: Request) -> Trace:
-    loaded = get_model(request.model, request.dtype)
+def _trace_job(loaded: LoadedModel, request: Request) -> tuple[tuple[Hashable, ...], Callable[[], Trace]]:
+    """The cache key of a request's trace (everything the result depends on) and the run that makes it."""
     limit = token_limit(loaded)
     key = ("trace", request.dtype, request.text, request.add_bos, request.truncate, limit)
 
     def run() -> Trace:
         return analyze(loaded, request.text, max_tokens=limit, truncate=request.truncate, add_bos=request.add_bos)
 
+    return key, run
+
+
+def get_trace(request: Request) -> Trace:
+    key, run = _trace_job(get_model(request.model, request.dtype), request)
     return run_once(request.model, key, run, t("common.running_model"))
+
+
+def warm_examples() -> None:
+    """Load the default model and analyze every example text into the shared cache, as the sidebar would ask
+    for them: run once when the server starts, so a class's first visits find their heatmaps ready."""
+    config = settings()
+    spec = next(key for key in BUNDLED if config.allows(key))  # the sidebar's first choice
+    if not BUNDLED[spec].installed():
+        return
+    dtype = GPU_DTYPES[0] if resolve_device() == "cuda" else "auto"
+    loaded = _cached_model(spec, dtype)
+    add_bos = adds_bos_by_default(loaded.tokenizer) if has_bos(loaded.tokenizer) else None
+    for example in EXAMPLES.values():
+        key, run = _trace_job(loaded, Request(spec, dtype, example["text"], add_bos, truncate=False))
+        shared().results.get_or_run((spec, *key), "warm-up", run, shared().queue(spec))
 
 
 def get_layer_maps(request: Request, token_ids: tuple[int, ...], layer: int) -> LayerMaps:
@@ -189,6 +212,15 @@ def pick_head(trace: Trace) -> tuple[int, int]:
     return layer, pick[1].slider(t("common.head"), 0, n_heads - 1, key="head")
 
 
+KIND_COLOURS = {"sink": "red", "diagonal": "blue", "previous_token": "green", "mixed": "gray"}  # as in the charts
+
+
+def kind_cell(container: Any, kind: str) -> None:
+    """A head's kind under its label, in the kind's chart colour (a metric's large type cuts long names off)."""
+    container.caption(t("explorer.kind"))
+    container.markdown(coloured(kind_label(kind), KIND_COLOURS[kind]))
+
+
 def model_choices(config: Settings) -> dict[str, str]:
     """Selectbox options: the allowed bundled models, plus a free field outside hosted mode."""
     labels = {
@@ -208,7 +240,7 @@ def _model_picker() -> tuple[str, str]:
     spec = st.text_input(t("side.model_path"), key="model_path") if choice == CUSTOM else choice
     dtype = "auto"
     if resolve_device() == "cuda":
-        dtype = st.selectbox(t("side.gpu_dtype"), ["bfloat16", "float16", "float32"], key="dtype")
+        dtype = st.selectbox(t("side.gpu_dtype"), GPU_DTYPES, key="dtype")
     return (spec or "").strip(), dtype
 
 
@@ -244,8 +276,8 @@ def _text_input() -> str:
             st.session_state["loaded_example"] = example
     max_chars = shared().settings.max_upload_bytes  # a paste is held to the upload limit
     text = st.text_area(t("side.text"), key="text", height=180, max_chars=max_chars, on_change=_text_edited)
-    if st.session_state.get("example") == CUSTOM and len(text) > URL_TEXT_LIMIT:
-        st.caption(t("side.not_in_url", limit=URL_TEXT_LIMIT))
+    if st.session_state.get("example") == CUSTOM and text.strip():  # say how much of a text a link can carry
+        st.caption(t("side.not_in_url" if len(text) > URL_TEXT_LIMIT else "side.in_url", limit=URL_TEXT_LIMIT))
     limit_kb = shared().settings.max_upload_bytes // 1024
     st.file_uploader(t("side.upload", kb=limit_kb), type=["txt"], key="upload", on_change=_take_upload)
     if "upload_error" in st.session_state:

@@ -38,7 +38,9 @@ def head_map(trace: Trace) -> None:
     table = pd.DataFrame(trace.head_rows())
     shown = table.assign(kind=table["kind"].map(kind_label))  # the CSV below keeps English names for tools
     shown = shown.rename(columns={"layer": t("fig.layer"), "head": t("fig.head"), "kind": t("explorer.kind")})
-    st.dataframe(common.local_table(shown), hide_index=True, key="heads_table", height=320)
+    widths = [50, 50, *[72] * len(HEAD_METRICS), 90]  # pixels: layer, head, the metrics, kind fit at 1024 px
+    narrow = {column: st.column_config.Column(width=w) for column, w in zip(shown.columns, widths, strict=True)}
+    st.dataframe(common.local_table(shown), hide_index=True, key="heads_table", height=320, column_config=narrow)
     layers = pd.DataFrame(trace.layer_rows())
     download = st.columns(2)
     heads_csv = table[list(HEAD_COLUMNS)].to_csv(index=False)
@@ -77,7 +79,7 @@ def head_summary(trace: Trace, layer: int, head: int) -> None:
     cells[1].metric("value_sink", num(heads["value_sink"][layer, head]))
     ratio = num(heads["value_norm_ratio"][layer, head], ".2f")
     cells[2].metric(t("explorer.value_ratio"), ratio, help=t("explorer.value_ratio_help"))
-    cells[3].metric(t("explorer.kind"), kind_label(heads["kind"][layer, head]))
+    common.kind_cell(cells[3], heads["kind"][layer, head])
 
 
 @st.fragment

@@ -72,7 +72,7 @@ def table(runs: Runs) -> None:
             t("lab.col_total_dormant"): run.final("total_dormant")[top],
             t("lab.col_first"): str(first) if first is not None else "—",
         })  # fmt: skip
-    st.dataframe(common.local_table(pd.DataFrame(rows), 3), hide_index=True, key="train_table")
+    st.table(common.local_table(pd.DataFrame(rows).set_index(t("lab.col_attention")), 3))  # headers wrap
     st.caption(t("lab.table_help"))
 
 

@@ -91,7 +91,7 @@ def layer_range(key: str, n_layers: int, default: tuple[int, int]) -> tuple[int,
 def paper_table(rows: list[tuple[str, str, str]], source: str) -> None:
     """The published figure beside the same measurement on the user's model."""
     columns = [t("lesson.col_measurement"), t("lesson.col_published"), t("lesson.col_yours")]
-    st.dataframe(pd.DataFrame(rows, columns=columns), hide_index=True, width="stretch")
+    st.table(pd.DataFrame(rows, columns=columns).set_index(columns[0]))  # a static table wraps long cells
     st.caption(t("lesson.published_note", source=source))
 
 

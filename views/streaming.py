@@ -182,8 +182,8 @@ def paper() -> None:
     st.caption(t("stream.paper_source"))
     left, right = st.columns(2)
     cache_table, sinks_table = paper_tables()
-    left.dataframe(common.local_table(cache_table, 2), hide_index=True)
-    right.dataframe(common.local_table(sinks_table, 2), hide_index=True)
+    left.table(common.local_table(cache_table.set_index(cache_table.columns[0]), 2))  # static: columns wrap
+    right.table(common.local_table(sinks_table.set_index(sinks_table.columns[0]), 2))
 
 
 def page() -> None:

@@ -41,3 +41,8 @@ def kind_label(kind: object) -> str:
 def say(what: Message | SinkscopeError) -> str:
     """An engine message or error, in this run's language."""
     return (what.message if isinstance(what, SinkscopeError) else what).text(language())
+
+
+def coloured(text: str, colour: str) -> str:
+    """Bold Markdown in one of Streamlit's named colours (red, blue, green, gray...)."""
+    return f":{colour}[**{text}**]"

@@ -8,18 +8,18 @@ from sinkscope.metrics import value_weighted
 from sinkscope.tokens import token_labels
 
 from views import common, lessons
-from views.text import kind_label, language, num, t
+from views.text import language, num, t
 
 
 def one_head(request: common.Request, trace: Trace) -> None:
     heads = trace.heads
     layer, head = common.pick_head(trace)
     cells = st.columns(4)
-    cells[0].metric(t("reads.sink"), num(heads["sink"][layer, head]))
-    cells[1].metric(t("reads.value_sink"), num(heads["value_sink"][layer, head]))
+    cells[0].metric("sink", num(heads["sink"][layer, head]), help=t("reads.sink"))  # short labels fit four columns
+    cells[1].metric("value_sink", num(heads["value_sink"][layer, head]), help=t("reads.value_sink"))
     ratio = num(heads["value_norm_ratio"][layer, head], ".2f")
     cells[2].metric(t("explorer.value_ratio"), ratio, help=t("explorer.value_ratio_help"))
-    cells[3].metric(t("explorer.kind"), kind_label(heads["kind"][layer, head]))
+    common.kind_cell(cells[3], heads["kind"][layer, head])
     maps = common.get_layer_maps(request, trace.token_ids, layer)
     labels = token_labels(trace.tokens)
     looks = t("reads.looks_title")

@@ -36,7 +36,8 @@ def test_the_chosen_text_follows_the_user_to_a_lesson_and_an_intervention_runs(p
     page.get_by_role("button", name="Drop them").click()
     cell = page.get_by_text("drop the first 1 key(s) in layers 2-29")  # drawn on a canvas: the cell stays hidden
     expect(cell.first).to_be_attached(timeout=LOAD)
-    expect(page.get_by_text("Mean attention to the first token per layer").first).to_be_visible(timeout=LOAD)
+    title = page.locator(".stPlotlyChart .gtitle").filter(has_text="Mean attention to the first")  # wrapped title
+    expect(title.first).to_be_visible(timeout=LOAD)
 
 
 def test_the_claims_scoreboard_and_the_lab_open_from_direct_links(page: Page, app_url: str) -> None:

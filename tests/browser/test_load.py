@@ -1,4 +1,4 @@
-"""Load test on loopback: 8 browser sessions on one app process, each with its own text, at once.
+"""Load test on loopback: 16 browser sessions on one app process, each with its own text, at once.
 
 Every session must get its own tokens and metrics back (no mix-ups between threads), the process
 must survive, and the figures (sessions, runs, failures, peak memory, waits) are written to
@@ -24,9 +24,10 @@ from sinkscope.models import LoadedModel
 
 from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 
-SESSIONS = 8
+SESSIONS = 16
 LOAD_MS = 240_000
-SUBJECTS = ["lighthouse", "river", "violin", "glacier", "market", "comet", "orchard", "harbor"]
+SUBJECTS = ["lighthouse", "river", "violin", "glacier", "market", "comet", "orchard", "harbor",
+            "canyon", "lantern", "meadow", "falcon", "bakery", "compass", "volcano", "library"]  # fmt: skip
 
 
 def session_text(index: int) -> str:
@@ -69,7 +70,7 @@ def sink_column(heads_csv: str) -> np.ndarray:
     return np.array([float(row["sink"]) for row in csv.DictReader(io.StringIO(heads_csv))])
 
 
-def test_eight_concurrent_sessions_each_get_their_own_results(
+def test_sixteen_concurrent_sessions_each_get_their_own_results(
     app_server: tuple[str, subprocess.Popen], smollm2: LoadedModel
 ) -> None:
     url, process = app_server

@@ -9,6 +9,7 @@ import base64
 import html
 import io
 import math
+import textwrap
 
 import numpy as np
 import plotly.graph_objects as go
@@ -20,7 +21,21 @@ from sinkscope.metrics import nan_mean
 from sinkscope.names import HEAD_METRICS, TITLES, Kind
 
 MARGIN = {"l": 50, "r": 20, "t": 50, "b": 40}
+BELOW = {"l": 50, "r": 20, "t": 50, "b": 110}  # room for a legend under the axis title
+LEGEND_BELOW = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}  # not over the axis title
 KIND_COLORS = {Kind.SINK: "#d62728", Kind.DIAGONAL: "#1f77b4", Kind.PREVIOUS_TOKEN: "#2ca02c", Kind.MIXED: "#bbbbbb"}
+
+
+def heading(text: str, subtitle: str = "", width: int = 34) -> dict[str, object]:
+    """A figure title on lines of at most ``width`` characters, with the margin it needs: Plotly does not wrap,
+    and a half-width figure at 1024 px cut long titles off."""
+    return {
+        "text": "<br>".join(textwrap.wrap(text, width)),
+        "subtitle": {"text": "<br>".join(textwrap.wrap(subtitle, width + 16))},
+        "font": {"size": 15},
+        "automargin": True,
+        "yref": "paper",
+    }
 
 
 def escape(text: str) -> str:
@@ -66,7 +81,7 @@ def fig_head_map(heads: dict[str, np.ndarray], metric: str, lang: str = "en") ->
         showlegend=False,
     )
     fig.update_layout(
-        title=f"{metric}: {tr(TITLES[metric])}",
+        title=heading(f"{metric}: {tr(TITLES[metric])}"),
         xaxis={"title": tr("fig.head"), "dtick": 1, "range": [-0.5, n_heads - 0.5]},
         yaxis={"title": tr("fig.layer"), "range": [n_layers - 0.5, -0.5]},  # top to bottom; fixed: markers pad
         height=max(320, 18 * n_layers + 120),
@@ -85,12 +100,12 @@ def fig_kind_counts(kinds: np.ndarray, lang: str = "en") -> go.Figure:
         fig.add_bar(x=layers, y=(kinds == kind).sum(1), name=tr.kind(kind), marker_color=color)
     fig.update_layout(
         barmode="stack",
-        title=tr("fig.kinds_title"),
+        title=heading(tr("fig.kinds_title")),
         xaxis={"title": tr("fig.layer"), "dtick": 5},
         yaxis={"title": tr("fig.heads")},
-        height=320,
-        margin=MARGIN,
-        legend={"orientation": "v", "x": 1.02, "y": 1},  # beside the bars: below, it covered the axis title
+        height=400,
+        margin=BELOW,
+        legend=LEGEND_BELOW,
     )
     return fig
 
@@ -140,7 +155,7 @@ def fig_attention(
     pooled_note = tr("fig.pooled", rows=len(rows), cols=len(cols)) if len(rows) < matrix.shape[0] else ""
     subtitle = " · ".join(part for part in (subtitle, pooled_note) if part)
     fig.update_layout(
-        title={"text": title, "subtitle": {"text": subtitle}},
+        title=heading(title, subtitle),
         xaxis={
             "title": tr("fig.key_axis"),
             "type": "category",
@@ -183,7 +198,7 @@ def fig_thumbnails(thumbs: np.ndarray, row_name: str, title: str, lang: str = "e
     fig = go.Figure(go.Image(source=png_data_url(image), hoverinfo="skip"))
     step_y, step_x = h + gap, w + gap
     fig.update_layout(
-        title=title,
+        title=heading(title),
         xaxis={
             "title": tr("fig.head"),
             "tickvals": np.arange(n_cols) * step_x + w / 2,
@@ -231,13 +246,13 @@ def fig_depth_profile(heads: dict[str, np.ndarray], layers: dict[str, np.ndarray
         line={"dash": "dot"},
     )
     fig.update_layout(
-        title=tr("fig.depth_title"),
+        title=heading(tr("fig.depth_title")),
         xaxis={"title": tr("fig.decoder_layer"), "dtick": 2},
         yaxis={"title": tr("fig.attention_cosine"), "range": [-1, 1]},
         yaxis2={"title": tr("fig.ratio_log"), "type": "log", "dtick": 1, "overlaying": "y", "side": "right"},
-        legend={"orientation": "h", "y": -0.25},
+        legend=LEGEND_BELOW,
         height=420,
-        margin={"l": 50, "r": 50, "t": 50, "b": 40},
+        margin={**BELOW, "r": 50},
     )
     return fig
 
@@ -265,12 +280,12 @@ def fig_stream_nll(
         fig.add_scatter(x=np.arange(1, len(nll) + 1), y=rolling_mean(nll, width), name=labels.get(method, method))
     fig.add_vline(x=cache_size, line_dash="dash", annotation_text=tr("fig.cache_full"))
     fig.update_layout(
-        title=tr("fig.stream_title", width=width),
+        title=heading(tr("fig.stream_title", width=width)),
         xaxis={"title": tr("fig.position")},
         yaxis={"title": tr("fig.nll")},
-        legend={"orientation": "h", "y": -0.25},
+        legend=LEGEND_BELOW,
         height=440,
-        margin=MARGIN,
+        margin=BELOW,
     )
     return fig
 
@@ -280,7 +295,7 @@ def fig_ppl_vs_sinks(sinks: list[int], ppl: list[float], cache_size: int, engine
     tr = Text(lang)
     fig = go.Figure(go.Bar(x=[str(s) for s in sinks], y=ppl, text=[f"{p:.2f}" for p in ppl], textposition="outside"))
     fig.update_layout(
-        title=tr("fig.sweep_title", cache=cache_size, engine=engine),
+        title=heading(tr("fig.sweep_title", cache=cache_size, engine=engine)),
         xaxis={"title": tr("fig.sink_tokens")},
         yaxis={"title": tr("fig.perplexity"), "type": "log"},
         height=380,
@@ -311,7 +326,7 @@ def fig_cache_membership(
     note = tr("fig.cache_step", step=step, keys=min(step + 1, sinks + window))
     fig.add_hline(y=step, line_color="#d62728", annotation_text=note)
     fig.update_layout(
-        title=tr("fig.cache_title", sinks=sinks, window=window),
+        title=heading(tr("fig.cache_title", sinks=sinks, window=window)),
         xaxis={"title": tr("fig.key_position")},
         yaxis={"title": tr("fig.step_axis"), "autorange": "reversed"},
         height=420,
@@ -332,11 +347,11 @@ def fig_lines(
     for name, values in series.items():
         fig.add_scatter(x=x[name] if isinstance(x, dict) else x, y=values, name=name, mode="lines")
     fig.update_layout(
-        title=title,
+        title=heading(title),
         xaxis={"title": x_title, "type": "log" if log_x else "category" if categorical else "linear"},
         yaxis={"title": y_title, "type": "log" if log_y else "linear"},
-        legend={"orientation": "h", "y": -0.3},
+        legend=LEGEND_BELOW,
         height=380,
-        margin=MARGIN,
+        margin=BELOW,
     )
     return fig

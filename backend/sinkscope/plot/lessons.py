@@ -10,7 +10,7 @@ from sinkscope.arrays import bin_labels, pool_max
 from sinkscope.i18n import Text
 from sinkscope.metrics import nan_mean
 from sinkscope.names import KINDS
-from sinkscope.plot.explore import KIND_COLORS, MARGIN, category_ticks, escape
+from sinkscope.plot.explore import BELOW, KIND_COLORS, LEGEND_BELOW, MARGIN, category_ticks, escape, heading
 
 
 def spent(tr: Text, total: float) -> str:
@@ -52,7 +52,7 @@ def fig_sink_scatter(heads: dict[str, np.ndarray], lang: str = "en") -> go.Figur
     diagonal = {"dash": "dot", "color": "#999"}
     fig.add_scatter(x=[0, 1], y=[0, 1], mode="lines", line=diagonal, name=tr("lfig.reads_all"))
     fig.update_layout(
-        title=tr("lfig.scatter_title"),
+        title=heading(tr("lfig.scatter_title")),
         xaxis={"title": tr("lfig.scatter_x"), "range": [0, 1]},
         yaxis={"title": tr("lfig.scatter_y"), "range": [0, 1]},
         height=460,
@@ -77,7 +77,7 @@ def fig_channel_map(hidden: np.ndarray, tokens: list[str], max_rows: int = 128, 
     )  # fmt: skip
     note = tr("lfig.pooled_rows", rows=len(rows)) if len(rows) < magnitude.shape[0] else ""
     fig.update_layout(
-        title={"text": tr("lfig.channel_title"), "subtitle": {"text": note}},
+        title=heading(tr("lfig.channel_title"), note),
         xaxis={"title": tr("lfig.channel")},
         yaxis={"title": tr("lfig.token"), "type": "category", "autorange": "reversed", **category_ticks(rows, 24)},
         height=480,
@@ -99,7 +99,7 @@ def fig_kind_output(kinds: np.ndarray, output_norm: np.ndarray, lang: str = "en"
         )
     )  # fmt: skip
     fig.update_layout(
-        title=tr("lfig.kind_title"),
+        title=heading(tr("lfig.kind_title")),
         yaxis={"title": tr("lfig.output_norm")},
         height=360,
         margin=MARGIN,
@@ -127,11 +127,11 @@ def fig_smoothing_depth(layers: dict[str, np.ndarray], entropy: np.ndarray, lang
     for layer in x[np.asarray(layers["bos_cosine"]) <= 0]:
         fig.add_vrect(x0=layer - 0.5, x1=layer + 0.5, fillcolor="#d62728", opacity=0.08, line_width=0)
     fig.update_layout(
-        title=tr("lfig.depth_title"),
+        title=heading(tr("lfig.depth_title")),
         xaxis={"title": tr("lfig.depth_x")},
         yaxis={"title": tr("lfig.depth_y"), "range": [-1, 1]},
-        legend={"orientation": "h", "y": -0.25},
+        legend=LEGEND_BELOW,
         height=440,
-        margin=MARGIN,
+        margin=BELOW,
     )
     return fig

@@ -1,0 +1,278 @@
+"""Benchmark: the app as a class uses it, in a real browser (Playwright + Debian's chromium) on a real server.
+
+    python bench/bench_interactive.py [--repeats 5] [--sessions 30] [--skip fresh,load]
+
+Prints each interaction's median over --repeats beside its target (the speed issue's table), then the load
+figures: many sessions opening one shared link at once, and a short analysis beside a long streaming sweep.
+Wall-clock seconds: run it on an unloaded machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from playwright.async_api import async_playwright  # noqa: E402
+from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, wait_healthy  # noqa: E402
+from tests.browser.layout import settled  # noqa: E402
+
+WAIT = 600_000  # ms: nothing here should take this long; a timeout is a failure, not a number
+HEAD_MAP = ".stPlotlyChart .gtitle"
+WORDS = ("keeper light harbor ship night storm lamp tower wave rock sailor map tide coast wind salt dawn rope "
+         "bell fog").split()  # fmt: skip
+
+
+def paragraph(words: int, seed: int) -> str:
+    """A different text of ``words`` words for every seed, so no repeat finds it cached."""
+    return " ".join(WORDS[(seed * 7 + 3 * i + i * i) % len(WORDS)] for i in range(words)) + "."
+
+
+@contextmanager
+def server(env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``streamlit run serve.py`` on a free loopback port; yields (url, process) once it answers."""
+    port = free_port()
+    command = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
+    command += ["--server.address", "127.0.0.1"]
+    log = tempfile.TemporaryFile()
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(url, process, seconds=300)
+        yield url, process
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def timed(action: Callable[[], None], done: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    action()
+    done()
+    return time.perf_counter() - start
+
+
+def head_map_drawn(page: Page) -> None:
+    expect(page.locator(HEAD_MAP).filter(has_text="sink:").first).to_be_visible(timeout=WAIT)
+
+
+def first_heatmap(page: Page, url: str) -> float:
+    return timed(lambda: page.goto(url), lambda: head_map_drawn(page))
+
+
+def scrub(page: Page, slider: str, title: str) -> float:
+    """Move a One head slider one step; seconds until the map's title names the new position."""
+    page.get_by_role("slider", name=slider).focus()
+    return timed(
+        lambda: page.keyboard.press("ArrowRight"),
+        lambda: expect(page.get_by_text(title).first).to_be_visible(timeout=WAIT),
+    )
+
+
+def open_one_head(page: Page, url: str, layer: int, head: int) -> None:
+    page.goto(f"{url}/?example=english&tab_id=one&layer={layer}&head={head}")
+    expect(page.get_by_text(f"Layer {layer}, head {head}").first).to_be_visible(timeout=WAIT)
+    settled(page)
+
+
+def type_text(page: Page, text: str) -> None:
+    box = page.get_by_test_id("stSidebar").get_by_label("Text")
+    box.fill(text)
+    box.press("Control+Enter")
+
+
+def analysis_of(page: Page, text: str) -> float:
+    """Seconds from submitting ``text`` to its head map, the sink rate labelled with the new text's length."""
+    before = page.get_by_text("Sink rate (eps").first.inner_text()
+
+    def done() -> None:
+        expect(page.get_by_text("Sink rate (eps").first).not_to_have_text(before, timeout=WAIT)
+        head_map_drawn(page)
+
+    return timed(lambda: type_text(page, text), done)
+
+
+def click_and_settle(page: Page, button: str) -> float:
+    return timed(lambda: page.get_by_role("button", name=button, exact=True).click(), lambda: settled(page, WAIT))
+
+
+def streaming_run(page: Page, url: str) -> tuple[float, float]:
+    """(seconds to the first curve point, seconds to the whole default run) on the streaming page."""
+    page.goto(f"{url}/streaming")
+    settled(page)
+    start = time.perf_counter()
+    page.get_by_role("button", name="Stream", exact=True).click()
+    expect(page.locator(".stPlotlyChart").filter(has_text="loss while streaming").first).to_be_visible(timeout=WAIT)
+    first = time.perf_counter() - start
+    expect(page.get_by_test_id("stDataFrame").first).to_be_visible(timeout=WAIT)
+    settled(page, WAIT)
+    return first, time.perf_counter() - start
+
+
+LESSONS = {  # page -> the buttons that run its interventions (defaults: the English example, T <= 256)
+    "break": ["Drop them", "Replace it", "Perturb both"],
+    "massive": ["Run the intervention"],
+    "diagonals": ["Run the intervention"],
+}
+
+
+def interactive(url: str, repeats: int) -> dict[str, list[float]]:
+    found: dict[str, list[float]] = {}
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1440, "height": 1000})
+        first_heatmap(page, url)  # the server's first visit loads the model: not the warm figure
+        for _ in range(repeats):
+            fresh = browser.new_page(viewport={"width": 1440, "height": 1000})
+            found.setdefault("first heatmap, warm server", []).append(first_heatmap(fresh, f"{url}/?example=english"))
+            fresh.close()
+        open_one_head(page, url, 23, 0)
+        for head in range(1, repeats + 1):
+            found.setdefault("head scrub (cached)", []).append(scrub(page, "Head", f"Layer 23, head {head}"))
+        page.goto(f"{url}/")
+        head_map_drawn(page)
+        for i in range(repeats):
+            found.setdefault("your own 150-word text", []).append(analysis_of(page, paragraph(150, i)))
+        analysis_of(page, paragraph(400, 99))  # about 512 tokens
+        page.get_by_role("tab", name="One head").click()
+        settled(page)
+        layer = int(page.get_by_role("slider", name="Layer").get_attribute("aria-valuenow") or 0)
+        for step in range(1, repeats + 1):
+            found.setdefault("layer scrub, T = 512", []).append(scrub(page, "Layer", f"Layer {layer + step}, head"))
+        for _ in range(repeats):
+            first, whole = streaming_run(page, url)
+            found.setdefault("streaming: first curve points", []).append(first)
+            found.setdefault("streaming: whole default run", []).append(whole)
+            found.setdefault("generation demo", []).append(click_and_settle(page, "Generate 80 tokens both ways"))
+        for lesson, buttons in LESSONS.items():
+            page.goto(f"{url}/{lesson}?example=english")
+            settled(page, WAIT)
+            for button in buttons:  # once each: a second click of the same settings is answered from the cache
+                found.setdefault("lesson interventions (each)", []).append(click_and_settle(page, button))
+        browser.close()
+    return found
+
+
+async def one_visit(browser: object, url: str, text: str) -> tuple[float, bool]:
+    """(seconds to the head map, whether the page showed this visit's own text) for one new session."""
+    context = await browser.new_context()
+    page = await context.new_page()
+    start = time.perf_counter()
+    await page.goto(url)
+    await page.locator(HEAD_MAP).filter(has_text="sink:").first.wait_for(timeout=WAIT)
+    waited = time.perf_counter() - start
+    shown = await page.get_by_test_id("stSidebar").get_by_label("Text").input_value()
+    await context.close()
+    return waited, shown == text
+
+
+async def crowd(url: str, sessions: int) -> list[tuple[float, bool] | BaseException]:
+    """``sessions`` browsers opening one shared link at the same moment."""
+    text = paragraph(60, 1234)
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        link = f"{url}/?text={quote(text)}"
+        results = await asyncio.gather(
+            *(one_visit(browser, link, text) for _ in range(sessions)), return_exceptions=True
+        )
+        await browser.close()
+    return results
+
+
+def peak_memory_gb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")) / 2**20
+
+
+def beside_a_sweep(url: str) -> float:
+    """Seconds for a short analysis of a second visitor while a first runs the streaming page's sink sweep."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        sweeper = browser.new_page()
+        sweeper.goto(f"{url}/streaming")
+        settled(sweeper)
+        sweeper.get_by_text("real streaming loop").click()
+        sweeper.get_by_role("button", name="Sweep S = 0, 1, 2, 4, 8").click()
+        expect(sweeper.get_by_text("sinks:").first).to_be_visible(timeout=WAIT)
+        visitor = browser.new_page()
+        waited = first_heatmap(visitor, f"{url}/?text={quote(paragraph(30, 4321))}")
+        browser.close()
+    return waited
+
+
+def fresh_start(repeats: int) -> list[float]:
+    """Seconds from starting a server with an empty model cache to a visitor's first head map."""
+    times = []
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as cache:
+            start = time.perf_counter()
+            with server({"SINKSCOPE_CACHE": cache}) as (url, _), sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+                page = browser.new_page()
+                page.goto(url)
+                head_map_drawn(page)
+                times.append(time.perf_counter() - start)
+                browser.close()
+    return times
+
+
+TARGETS = {
+    "first heatmap, warm server": 1.5, "first heatmap, fresh machine": 30, "head scrub (cached)": 0.3,
+    "layer scrub, T = 512": 1, "your own 150-word text": 2, "streaming: first curve points": 2,
+    "streaming: whole default run": 30, "generation demo": 20, "lesson interventions (each)": 3,
+    "30 sessions, one link: worst wait": 10, "short analysis beside a sweep": 5,
+}  # fmt: skip
+
+
+def report(found: dict[str, list[float]]) -> None:
+    print("\n| interaction | target (s) | median (s) | runs | within |\n|---|---|---|---|---|")
+    for name, target in TARGETS.items():
+        if name in found:
+            median = statistics.median(found[name])
+            within = "yes" if median <= target else "NO"
+            print(f"| {name} | <= {target:g} | {median:.2f} | {len(found[name])} | {within} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sessions", type=int, default=30)
+    parser.add_argument("--skip", default="", help="comma-separated: fresh, interactive, load")
+    args = parser.parse_args()
+    skip = set(args.skip.split(","))
+    found: dict[str, list[float]] = {}
+    if "fresh" not in skip:
+        found["first heatmap, fresh machine"] = fresh_start(args.repeats)
+    with server() as (url, process):
+        if "interactive" not in skip:
+            found |= interactive(url, args.repeats)
+        if "load" not in skip:
+            results = asyncio.run(crowd(url, args.sessions))
+            waits = [r[0] for r in results if not isinstance(r, BaseException)]
+            crossed = sum(1 for r in results if not isinstance(r, BaseException) and not r[1])
+            failures = sum(isinstance(r, BaseException) for r in results)
+            found["30 sessions, one link: worst wait"] = [max(waits, default=float("inf"))]
+            print(f"{args.sessions} sessions on one link: median wait {statistics.median(waits):.1f} s, "
+                  f"worst {max(waits):.1f} s, failures {failures}, saw another text {crossed}, "
+                  f"peak server memory {peak_memory_gb(process.pid):.2f} GB")  # fmt: skip
+            found["short analysis beside a sweep"] = [beside_a_sweep(url) for _ in range(args.repeats)]
+    report(found)
+
+
+if __name__ == "__main__":
+    main()

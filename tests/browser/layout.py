@@ -1,0 +1,22 @@
+"""What a reader sees cut off or overlapping on a page: text ending in an ellipsis, plot titles wider than
+their figure, tick labels running into each other, a legend over an axis title, a table wider than its frame."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from playwright.sync_api import Page, expect
+
+PROBLEMS_JS = (Path(__file__).parent / "layout.js").read_text(encoding="utf-8")
+
+
+def settled(page: Page, timeout: float = 240_000) -> None:
+    """Wait until the app has finished running this page (no 'Running...' status) and drawn its charts."""
+    expect(page.get_by_test_id("stSidebarNav")).to_be_visible(timeout=timeout)
+    page.wait_for_timeout(500)
+    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=timeout)
+    page.wait_for_timeout(1500)  # plotly draws after the script ends
+
+
+def layout_problems(page: Page) -> list[str]:
+    return page.evaluate(PROBLEMS_JS)

@@ -1,0 +1,103 @@
+"""The teacher's path in a real browser: what the explorer opens on, click-to-open, links, layout, Stop."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from tests.browser.layout import layout_problems, settled
+from tests.browser.test_app_browser import LOAD, open_one_head, wait_for_analysis
+
+PAGES = ["?tab_id=map", "?tab_id=one", "?tab_id=all", "?tab_id=depth", "softmax", "reads-nothing", "massive",
+         "diagonals", "break", "streaming", "lab", "claims", "metrics"]  # fmt: skip
+
+
+def test_one_head_opens_on_a_head_that_attends_but_reads_little(page: Page, app_url: str) -> None:
+    open_one_head(page, f"{app_url}/?example=english")
+    expect(page.get_by_text("Layer 23, head 3").first).to_be_visible(timeout=LOAD)  # sink 0.79, value_sink 0.31
+    expect(page.get_by_text(re.compile("^A head that attends only to the first token looks the same"))).to_be_visible()
+    strip = page.locator(".stPlotlyChart").filter(has_text="Every head of layer 23")
+    expect(strip.locator(".ytick text")).to_have_text(["23"])  # the strip is labelled with its own layer
+
+
+def cell_position(page: Page, title: str, head: int, layer: int) -> tuple[float, float]:
+    """Where on screen the head map draws (head, layer), from Plotly's own axes."""
+    chart = page.locator(".stPlotlyChart").filter(has_text=title).first
+    expect(chart.locator(".xtick").first).to_be_attached(timeout=LOAD)
+    return chart.locator(".js-plotly-plot").evaluate(
+        """(plot, [head, layer]) => {
+            const box = plot.getBoundingClientRect(), x = plot._fullLayout.xaxis, y = plot._fullLayout.yaxis;
+            return [box.left + x._offset + x.l2p(head), box.top + y._offset + y.l2p(layer)];
+        }""",
+        [head, layer],
+    )
+
+
+def test_clicking_a_head_map_cell_opens_that_head(page: Page, app_url: str) -> None:
+    page.goto(f"{app_url}/?example=english")
+    wait_for_analysis(page)
+    x, y = cell_position(page, "sink: attention", head=8, layer=18)
+    page.mouse.click(x, y)
+    expect(page.get_by_role("tab", name="One head")).to_have_attribute("aria-selected", "true", timeout=LOAD)
+    expect(page.get_by_text("Layer 18, head 8").first).to_be_visible(timeout=LOAD)
+    expect(page).to_have_url(re.compile(r"layer=18.*head=8.*tab_id=one|tab_id=one.*layer=18"), timeout=LOAD)
+
+
+def test_a_link_keeps_the_tab_and_an_edit_and_says_when_a_text_is_too_long(page: Page, app_url: str) -> None:
+    open_one_head(page, f"{app_url}/?example=english&layer=5&head=2")
+    expect(page).to_have_url(re.compile(r"tab_id=one"), timeout=LOAD)
+    page.goto(page.url)  # the copied link opens where it was left
+    expect(page.get_by_role("tab", name="One head")).to_have_attribute("aria-selected", "true", timeout=LOAD)
+    expect(page.get_by_text("Layer 5, head 2").first).to_be_visible(timeout=LOAD)
+    box = page.get_by_test_id("stSidebar").get_by_label("Text")
+    box.fill("The keeper wrote the weather in his notebook.")
+    box.press("Control+Enter")
+    expect(page).to_have_url(re.compile(r"text=The\+keeper|text=The%20keeper"), timeout=LOAD)
+    box.fill("word " * 400)
+    box.press("Control+Enter")
+    expect(
+        page.get_by_text(re.compile("longer than 1500 characters, so a copied link will not carry it"))
+    ).to_be_visible(timeout=LOAD)
+
+
+@pytest.mark.parametrize(
+    "query", ["head=-1", "head=-5", "eps=inf", "eps=5", "eps=-1", "layer=999&head=999", "metric=bogus&tab_id=nope"]
+)
+def test_an_out_of_range_link_shows_a_notice_never_a_traceback(page: Page, app_url: str, query: str) -> None:
+    page.goto(f"{app_url}/?example=english&{query}")
+    wait_for_analysis(page)
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+    if "999" not in query:  # a layer past the model's last is clamped to it, not refused
+        expect(page.get_by_text(re.compile("^This link asked for values the app cannot show"))).to_be_visible()
+
+
+def test_a_stopped_streaming_sweep_stops(page: Page, app_url: str) -> None:
+    page.goto(f"{app_url}/streaming")
+    settled(page)
+    page.get_by_text("real streaming loop").click()
+    page.get_by_role("button", name="Sweep S = 0, 1, 2, 4, 8").click()
+    expect(page.get_by_text(re.compile(r"^0 sinks: \d+/\d+ tokens"))).to_be_visible(timeout=LOAD)
+    page.get_by_test_id("stMainBlockContainer").get_by_role("button", name="Stop").click()
+    expect(page.get_by_text(re.compile(r"sinks: \d+/\d+ tokens"))).to_have_count(0, timeout=30_000)
+    settled(page)
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+    expect(page.locator(".stPlotlyChart").filter(has_text="Perplexity with S sinks")).to_have_count(0)
+
+
+@pytest.mark.parametrize("width", [1440, 1024])
+@pytest.mark.parametrize("lang", ["en", "fr", "pt"])
+def test_no_page_cuts_off_or_overlaps_its_text(browser: Browser, app_url: str, width: int, lang: str) -> None:
+    """Every page at a projector's 1024 px and a laptop's 1440 px, in every language."""
+    context = browser.new_context(viewport={"width": width, "height": 1000})
+    try:
+        page = context.new_page()
+        found = {}
+        for path in PAGES:
+            page.goto(f"{app_url}/{path}{'&' if '?' in path else '?'}lang={lang}&example=english")
+            settled(page)
+            found[path] = layout_problems(page)
+        assert {path: problems for path, problems in found.items() if problems} == {}
+    finally:
+        context.close()
