@@ -208,7 +208,7 @@ def beside_a_sweep(url: str) -> float:
         settled(sweeper)
         sweeper.get_by_text("real streaming loop").click()
         sweeper.get_by_role("button", name="Sweep S = 0, 1, 2, 4, 8").click()
-        expect(sweeper.get_by_text("sinks:").first).to_be_visible(timeout=WAIT)
+        expect(sweeper.get_by_text("side by side:").first).to_be_visible(timeout=WAIT)
         visitor = browser.new_page()
         waited = first_heatmap(visitor, f"{url}/?text={quote(paragraph(30, 4321))}")
         browser.close()

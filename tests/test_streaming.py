@@ -14,30 +14,29 @@ from tests.conftest import tiny_loaded
 
 
 def test_the_cache_keeps_the_sinks_and_the_most_recent_tokens() -> None:
-    cache = streaming.SinkCache(sinks=2, window=3)
+    cache = streaming.SinkCache(sinks=(2,), capacity=5)
     slots = [cache.admit() for _ in range(10)]
-    assert cache.kept == [0, 1, 7, 8, 9]
+    assert cache.kept == [[0, 1, 7, 8, 9]]
     assert slots == [0, 1, 2, 3, 4, 4, 4, 4, 4, 4]  # positions inside the cache, never the text position
-    assert max(len(cache.kept), cache.capacity) == 5
 
 
 def test_without_sinks_only_recent_tokens_stay() -> None:
-    cache = streaming.SinkCache(sinks=0, window=4)
+    cache = streaming.SinkCache(sinks=(0,), capacity=4)
     for _ in range(9):
         cache.admit()
-    assert cache.kept == [5, 6, 7, 8]
+    assert cache.kept == [[5, 6, 7, 8]]
 
 
 def test_a_cache_must_hold_the_current_token() -> None:
     with pytest.raises(InputError):
-        streaming.SinkCache(sinks=4, window=0)
+        streaming.SinkCache(sinks=(4,), capacity=4)
 
 
 def test_the_stored_keys_never_exceed_sinks_plus_window(random_ids: list[int]) -> None:
     nll, cache = streaming.stream(tiny_loaded("llama-gqa"), random_ids, sinks=3, window=5)
     assert len(nll) == len(random_ids) - 1
-    assert all(keys.shape[1] == 8 for keys in cache.keys.values())
-    assert cache.kept == [0, 1, 2, *range(len(random_ids) - 6, len(random_ids) - 1)]
+    assert all(keys.shape[2] == 8 for keys in cache.keys.values())  # (lane, kv_head, size, head_dim)
+    assert cache.kept == [[0, 1, 2, *range(len(random_ids) - 6, len(random_ids) - 1)]]
 
 
 def test_a_cache_that_never_evicts_equals_the_dense_pass(random_ids: list[int]) -> None:
@@ -66,6 +65,28 @@ def test_recompute_re_encodes_the_last_tokens_for_every_prediction(random_ids: l
 def test_models_without_standard_rope_are_refused(random_ids: list[int]) -> None:
     with pytest.raises(ModelLoadError, match="rotary"):
         streaming.stream(tiny_loaded("gpt2"), random_ids, sinks=4, window=8)
+
+
+def test_lanes_side_by_side_equal_each_cache_streamed_alone(random_ids: list[int]) -> None:
+    """One batch of caches (the window, and S sinks + the rest) gives each lane exactly its own stream."""
+    loaded = tiny_loaded("llama-gqa")
+    together, cache = streaming.stream_lanes(loaded, random_ids, (0, 1, 3), 8)
+    for lane, sinks in enumerate((0, 1, 3)):
+        alone, _ = streaming.stream(loaded, random_ids, sinks, 8 - sinks)
+        np.testing.assert_allclose(together[lane], alone, atol=1e-5)
+        assert cache.kept[lane][:sinks] == list(range(sinks)) and len(cache.kept[lane]) == 8
+    methods = streaming.stream_methods(loaded, random_ids, ("window", "sinks"), 3, 5)
+    np.testing.assert_allclose(methods["sinks"], together[2], atol=1e-5)
+    np.testing.assert_allclose(
+        methods["window"], streaming.streaming_nll(loaded, random_ids, "window", 3, 5), atol=1e-5
+    )
+
+
+def test_generation_lanes_continue_each_with_its_own_cache(random_ids: list[int]) -> None:
+    loaded = tiny_loaded("llama-gqa")
+    prompt = random_ids[:20]
+    both = streaming.generate_lanes(loaded, prompt, 6, (2, 0), 8)
+    assert both == [streaming.generate(loaded, prompt, 6, 2, 6), streaming.generate(loaded, prompt, 6, 0, 8)]
 
 
 def test_a_stop_request_keeps_the_partial_result(random_ids: list[int]) -> None:

@@ -1,6 +1,8 @@
 """Streaming: evict the sink and the model collapses; keep four tokens and it streams on (StreamingLLM)."""
 
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
@@ -32,7 +34,7 @@ def controls(limit: int) -> tuple[bool, dict]:
         sinks = right.select_slider(t("stream.sinks"), SINK_CHOICES, value=4, key="stream_sinks")
         window = right.slider(t("stream.window"), 4, 1020, 60, key="stream_window")
         chosen = st.multiselect(
-            t("stream.methods"), streaming.METHODS, ["dense", "window", "sinks", "recompute"], key="stream_methods",
+            t("stream.methods"), streaming.METHODS, ["dense", "window", "sinks"], key="stream_methods",
             format_func=method_label,
         )  # fmt: skip
         run = st.form_submit_button(t("stream.run"), type="primary")
@@ -68,27 +70,83 @@ def stream_ids(loaded: object, config: dict, text: str) -> list[int]:
     return loaded.tokenizer(source, add_special_tokens=False)["input_ids"][: config["tokens"]]
 
 
+ONE_PASS = ("dense", "mask-window", "mask-sinks")  # a single forward pass each: their curves show at once
+REAL_CACHE = ("window", "sinks")  # the rolling cache, both methods streamed side by side as one batch
+
+
+def jobs(methods: list[str]) -> list[tuple[str, ...]]:
+    """The run order: the one-pass methods first, then the real-cache methods together, then recompute."""
+    together = tuple(m for m in methods if m in REAL_CACHE)
+    return (
+        [(m,) for m in methods if m in ONE_PASS]
+        + ([together] if together else [])
+        + [(m,) for m in methods if m == "recompute"]
+    )
+
+
+def run_job(loaded: object, ids: list[int], job: tuple[str, ...], config: dict, progress: Callable) -> dict:
+    """{method: NLL} for one job; ``progress({method: NLL so far}, total)`` after every token of a long one."""
+    sinks, window = config["sinks"], config["window"]
+    if job[0] in REAL_CACHE:
+        return streaming.stream_methods(loaded, ids, job, sinks, window, progress)
+    report = lambda done, total: progress({job[0]: done}, total)  # noqa: E731
+    return {job[0]: streaming.streaming_nll(loaded, ids, job[0], sinks, window, report)}
+
+
+@dataclass
+class Clock:
+    """One time-left estimate for a whole run: its long jobs (the real cache, recompute) cost about the same per
+    token, so the seconds per token so far predict the rest."""
+
+    total: int  # tokens the long jobs stream in all
+    done: int = 0  # tokens of the long jobs already finished
+    spent: float = 0.0  # their seconds
+
+    def finish(self, tokens: int, seconds: float) -> None:
+        self.done, self.spent = self.done + tokens, self.spent + seconds
+
+    def caption(self, methods: str, tokens: int, seconds: float) -> tuple[float, str]:
+        """(share done, progress text) with ``tokens`` of the current job streamed in ``seconds``."""
+        done, spent = self.done + tokens, self.spent + seconds
+        left = num(spent / max(1, done) * (self.total - done), ".0f")
+        return done / self.total, t("stream.progress", methods=methods, done=done, total=self.total, left=left)
+
+
 def run_all(request: common.Request, config: dict, ids: list[int]) -> None:
-    """Stream every method; partial curves land in the session as they grow, so a stop keeps them."""
+    """Stream every method; the curves are drawn as they grow and land in the session, so a stop keeps them."""
     loaded = common.get_model(request.model, request.dtype)
     results = st.session_state["stream_results"] = {"config": config, "curves": {}, "seconds": {}}
-    bar, queue = st.progress(0.0), common.shared().queue(request.model)
-    for method in config["methods"]:
+    bar, live, queue = st.progress(0.0), st.empty(), common.shared().queue(request.model)
+    planned = jobs(config["methods"])
+    clock, drawn = Clock(max(1, sum(job[0] not in ONE_PASS for job in planned)) * (len(ids) - 1)), [0.0]
+    for job in planned:
         start = time.monotonic()
 
-        def progress(done: list[float], total: int, method: str = method, start: float = start) -> bool:
-            results["curves"][method] = list(done)
-            left = (time.monotonic() - start) / max(1, len(done)) * (total - len(done))
-            bar.progress(len(done) / total, text=t("stream.progress", method=method, done=len(done), total=total,
-                                                    left=num(left, ".0f")))  # fmt: skip
+        def progress(curves: dict[str, list[float]], total: int, start: float = start) -> bool:
+            results["curves"].update(curves)
+            names, tokens = ", ".join(map(method_label, curves)), len(next(iter(curves.values())))
+            bar.progress(*clock.caption(names, tokens, time.monotonic() - start))
+            if time.monotonic() - drawn[0] > 1:  # the curves grow on screen, once a second
+                live.plotly_chart(stream_figure(results))
+                drawn[0] = time.monotonic()
             queue.let_others_in()  # a visitor's short run goes between two of these tokens
             return True
 
         with queue.turn():
-            nll = streaming.streaming_nll(loaded, ids, method, config["sinks"], config["window"], progress)
-        results["curves"][method] = list(nll)
-        results["seconds"][method] = time.monotonic() - start
+            results["curves"].update(run_job(loaded, ids, job, config, progress))
+        results["seconds"].update(dict.fromkeys(job, time.monotonic() - start))
+        if job[0] not in ONE_PASS:
+            clock.finish(len(ids) - 1, time.monotonic() - start)
+        live.plotly_chart(stream_figure(results))
     bar.empty()
+    live.empty()
+
+
+def stream_figure(results: dict) -> object:
+    config, curves = results["config"], results["curves"]
+    labels = {method: method_label(method) for method in curves}
+    width = max(8, config["window"] // 2)
+    return plot.fig_stream_nll(curves, labels, config["sinks"] + config["window"], width, lang=language())
 
 
 def show_results(results: dict) -> None:
@@ -102,35 +160,38 @@ def show_results(results: dict) -> None:
                      t("stream.col_scored"): len(nll), t("stream.col_ppl"): streaming.perplexity(nll),
                      t("stream.col_seconds"): seconds})  # fmt: skip
     st.dataframe(common.local_table(pd.DataFrame(rows), 3), hide_index=True, key="stream_table")
-    width = max(8, config["window"] // 2)
-    labels = {method: method_label(method) for method in curves}
-    st.plotly_chart(plot.fig_stream_nll(curves, labels, size, width, lang=language()), key="stream_nll")
+    if len(set(config["methods"]) & set(REAL_CACHE)) == 2:
+        st.caption(t("stream.together"))
+    st.plotly_chart(stream_figure(results), key="stream_nll")
     step = st.slider(t("stream.cache_step"), 0, config["tokens"] - 1, min(config["tokens"] - 1, size + 10))
     membership = plot.fig_cache_membership(config["tokens"], config["sinks"], config["window"], step, lang=language())
     st.plotly_chart(membership, key="cache_membership")
 
 
-def sweep(request: common.Request, ids: list[int], cache_size: int, engine: str) -> list[float]:
-    """Perplexity for every sink count at one cache size; a progress bar (and a Stop point) at every step."""
+def sweep(request: common.Request, ids: list[int], cache_size: int, engine: str) -> tuple[list[int], list[float]]:
+    """(sink counts, perplexities) at one cache size: with the real cache every count streams side by side as
+    one batch; a progress bar (and a Stop point) at every step."""
     loaded = common.get_model(request.model, request.dtype)
-    bar, queue, ppl = st.progress(0.0, text=t("stream.sweeping")), common.shared().queue(request.model), []
-    for index, sinks in enumerate(SINK_CHOICES):
+    bar, queue = st.progress(0.0, text=t("stream.sweeping")), common.shared().queue(request.model)
+    counts = [sinks for sinks in SINK_CHOICES if sinks < cache_size]  # a cache must hold the current token
+    if engine == "sinks":
 
-        def progress(done: list[float], total: int, index: int = index, sinks: int = sinks) -> bool:
-            share = (index + len(done) / total) / len(SINK_CHOICES)
-            bar.progress(share, text=t("stream.sweep_progress", sinks=sinks, done=len(done), total=total))
+        def progress(so_far: object, total: int) -> bool:
+            bar.progress(so_far.shape[1] / total, text=t("stream.sweep_progress", done=so_far.shape[1], total=total))
             queue.let_others_in()
             return True
 
         with queue.turn():
-            ppl.append(
-                streaming.perplexity(
-                    streaming.streaming_nll(loaded, ids, engine, sinks, max(1, cache_size - sinks), progress)
-                )
-            )
-        bar.progress((index + 1) / len(SINK_CHOICES), text=t("stream.sweeping"))
+            nll, _ = streaming.stream_lanes(loaded, ids, tuple(counts), cache_size, progress)
+        bar.empty()
+        return counts, [streaming.perplexity(row) for row in nll]
+    ppl = []
+    for index, sinks in enumerate(counts):
+        with queue.turn():
+            ppl.append(streaming.perplexity(streaming.streaming_nll(loaded, ids, engine, sinks, cache_size - sinks)))
+        bar.progress((index + 1) / len(counts), text=t("stream.sweeping"))
     bar.empty()
-    return ppl
+    return counts, ppl
 
 
 def sink_sweep(request: common.Request, ids: list[int], cache_size: int) -> None:
@@ -138,29 +199,28 @@ def sink_sweep(request: common.Request, ids: list[int], cache_size: int) -> None
     engine = st.radio(t("stream.engine"), list(ENGINES), horizontal=True, key="sweep_engine", format_func=engine_label)
     if st.button(t("stream.sweep"), key="sweep"):
         st.button(t("stream.stop"), key="stop_sweep", help=t("stream.stop_sweep_help"))  # a click reruns: it stops
-        st.session_state["sweep_result"] = (sweep(request, ids, cache_size, engine), cache_size, engine)
+        st.session_state["sweep_result"] = (*sweep(request, ids, cache_size, engine), cache_size, engine)
     if "sweep_result" in st.session_state:
-        ppl, size, used = st.session_state["sweep_result"]
+        counts, ppl, size, used = st.session_state["sweep_result"]
         st.plotly_chart(
-            plot.fig_ppl_vs_sinks(SINK_CHOICES, ppl, size, engine_label(used), lang=language()), key="sweep_chart"
+            plot.fig_ppl_vs_sinks(counts, ppl, size, engine_label(used), lang=language()), key="sweep_chart"
         )
 
 
 def generate_both(request: common.Request, prompt: list[int]) -> list[str]:
-    """The same prompt continued with 4 sinks + 16 recent tokens and with 20 recent tokens."""
+    """The same prompt continued with 4 sinks + 16 recent tokens and with 20 recent tokens, side by side."""
     loaded = common.get_model(request.model, request.dtype)
-    bar, queue, texts = st.progress(0.0, text=t("stream.generating")), common.shared().queue(request.model), []
-    for index, sinks in enumerate((4, 0)):
+    bar, queue = st.progress(0.0, text=t("stream.generating")), common.shared().queue(request.model)
 
-        def progress(done: list[float], total: int, index: int = index) -> bool:
-            bar.progress((index + len(done) / total) / 2, text=t("stream.generating"))
-            queue.let_others_in()
-            return True
+    def progress(done: list[float], total: int) -> bool:
+        bar.progress(len(done) / total, text=t("stream.generating"))
+        queue.let_others_in()
+        return True
 
-        with queue.turn():
-            texts.append(loaded.tokenizer.decode(streaming.generate(loaded, prompt, 80, sinks, 20 - sinks, progress)))
+    with queue.turn():
+        both = streaming.generate_lanes(loaded, prompt, 80, (4, 0), 20, progress)
     bar.empty()
-    return texts
+    return [loaded.tokenizer.decode(tokens) for tokens in both]
 
 
 def gibberish_demo(request: common.Request, ids: list[int]) -> None:
