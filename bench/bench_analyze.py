@@ -1,9 +1,11 @@
 """Benchmark: ``analyze`` against a plain SDPA forward of the same decoder stack, on the bundled model.
 
 Times are medians of repeats run alternately in one process (same noise for both); peak memory
-is the peak resident set of a fresh process that loads the model and runs once.
+is the peak resident set of a fresh process that loads the model and runs once. ``--load`` keeps a second
+process busy on every core while measuring, as on a shared server, and adds CPU-time ratios (this process's
+CPU seconds, which the other process's load does not inflate the way it inflates wall time).
 
-    python bench/bench_analyze.py [--tokens 128,512,2048,8192] [--repeats 3]
+    python bench/bench_analyze.py [--tokens 128,512,2048,8192] [--repeats 3] [--load]
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
 
@@ -45,10 +48,25 @@ def forward(model: torch.nn.Module, ids: list[int], logits: bool) -> None:
         (model if logits else model.base_model)(input_ids=torch.tensor([ids]), use_cache=False)
 
 
-def seconds(run: Callable[[], object]) -> float:
-    start = time.perf_counter()
+def seconds(run: Callable[[], object]) -> tuple[float, float]:
+    """(wall seconds, this process's CPU seconds) of one run."""
+    wall, cpu = time.perf_counter(), time.process_time()
     run()
-    return time.perf_counter() - start
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+@contextmanager
+def busy_machine(enabled: bool) -> Iterator[None]:
+    """A second process doing matrix products on every core for as long as the block runs."""
+    code = "import torch\nx = torch.randn(768, 768)\nwhile True:\n    x = torch.tanh(x @ x)"
+    burner = subprocess.Popen([sys.executable, "-c", code]) if enabled else None
+    try:
+        time.sleep(2 if enabled else 0)  # let it spin up
+        yield
+    finally:
+        if burner is not None:
+            burner.kill()
+            burner.wait()
 
 
 def peak_rss_gb() -> float:
@@ -75,18 +93,18 @@ def peak_of(mode: str, n_tokens: int) -> float:
     return json.loads(done.stdout.strip().splitlines()[-1])["peak_gb"]
 
 
-def measure(loaded: LoadedModel, sdpa: torch.nn.Module, ids: list[int], repeats: int) -> dict[str, float]:
-    """Median seconds of each way to run the text, interleaved so they share the machine's noise."""
+def measure(loaded: LoadedModel, sdpa: torch.nn.Module, ids: list[int], repeats: int) -> dict[str, tuple]:
+    """Median (wall, CPU) seconds of each way to run the text, interleaved so they share the machine's noise."""
     runs = {
         "full": partial(forward, sdpa, ids, True),
         "stack": partial(forward, sdpa, ids, False),
         "analyze": partial(analyze_ids, loaded, ids),
     }
-    times: dict[str, list[float]] = {name: [] for name in runs}
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in runs}
     for _ in range(repeats):
         for name, run in runs.items():
             times[name].append(seconds(run))
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {name: tuple(statistics.median(v[i] for v in values) for i in (0, 1)) for name, values in times.items()}
 
 
 def main() -> None:
@@ -94,6 +112,7 @@ def main() -> None:
     parser.add_argument("--tokens", default="128,512,2048,8192")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--worker", choices=["plain", "analyze"], help=argparse.SUPPRESS)
+    parser.add_argument("--load", action="store_true", help="measure while a second process keeps the CPU busy")
     args = parser.parse_args()
     if args.worker:
         worker(args.worker, int(args.tokens))
@@ -101,18 +120,19 @@ def main() -> None:
     loaded = load_model(DEFAULT_MODEL)
     sdpa = sdpa_model()
     forward(sdpa, token_ids(loaded.tokenizer, 64), logits=True)  # warm-up
-    print(f"model: {loaded.info.badge()}; torch threads: {torch.get_num_threads()}")
+    print(f"model: {loaded.info.badge()}; torch threads: {torch.get_num_threads()}; busy machine: {args.load}")
     print("plain = model(ids) with SDPA, logits included; stack = the decoder stack only (what analyze runs)")
-    columns = ["T", "plain (s)", "stack (s)", "analyze (s)", "analyze/plain", "analyze/stack", "peak plain (GB)"]
-    print("| " + " | ".join([*columns, "peak analyze (GB)"]) + " |")
-    print("|" + "---:|" * (len(columns) + 1))
+    columns = ["T", "plain (s)", "stack (s)", "analyze (s)", "analyze/plain", "analyze/stack", "CPU analyze/plain"]
+    columns += ["peak plain (GB)", "peak analyze (GB)"]
+    print("| " + " | ".join(columns) + " |\n|" + "---:|" * len(columns))
     for n_tokens in map(int, args.tokens.split(",")):
         ids = token_ids(loaded.tokenizer, n_tokens)
-        t = measure(loaded, sdpa, ids, args.repeats if n_tokens <= 2048 else 1)
+        with busy_machine(args.load):
+            t = measure(loaded, sdpa, ids, args.repeats if n_tokens <= 2048 else 1)
+        (full, full_cpu), (stack, _), (ours, ours_cpu) = t["full"], t["stack"], t["analyze"]
         print(
-            f"| {len(ids)} | {t['full']:.2f} | {t['stack']:.2f} | {t['analyze']:.2f} | "
-            f"{t['analyze'] / t['full']:.2f} | {t['analyze'] / t['stack']:.2f} | "
-            f"{peak_of('plain', n_tokens):.2f} | {peak_of('analyze', n_tokens):.2f} |",
+            f"| {len(ids)} | {full:.2f} | {stack:.2f} | {ours:.2f} | {ours / full:.2f} | {ours / stack:.2f} | "
+            f"{ours_cpu / full_cpu:.2f} | {peak_of('plain', n_tokens):.2f} | {peak_of('analyze', n_tokens):.2f} |",
             flush=True,
         )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -97,7 +98,8 @@ def type_text(page: Page, text: str) -> None:
 
 
 def analysis_of(page: Page, text: str) -> float:
-    """Seconds from submitting ``text`` to its head map, the sink rate labelled with the new text's length."""
+    """Seconds from submitting ``text`` to its head map, the sink rate labelled with the new text's length (each
+    text here has a length of its own)."""
     before = page.get_by_text("Sink rate (eps").first.inner_text()
 
     def done() -> None:
@@ -147,11 +149,12 @@ def interactive(url: str, repeats: int) -> dict[str, list[float]]:
         page.goto(f"{url}/")
         head_map_drawn(page)
         for i in range(repeats):
-            found.setdefault("your own 150-word text", []).append(analysis_of(page, paragraph(150, i)))
-        analysis_of(page, paragraph(400, 99))  # about 512 tokens
+            found.setdefault("your own 150-word text", []).append(analysis_of(page, paragraph(150 + i, i)))
+        analysis_of(page, paragraph(510, 99))  # 512 tokens
         page.get_by_role("tab", name="One head").click()
         settled(page)
-        layer = int(page.get_by_role("slider", name="Layer").get_attribute("aria-valuenow") or 0)
+        title = page.locator(HEAD_MAP).filter(has_text=re.compile(r"^Layer \d+, head")).first.text_content() or ""
+        layer = int(re.match(r"Layer (\d+)", title).group(1))
         for step in range(1, repeats + 1):
             found.setdefault("layer scrub, T = 512", []).append(scrub(page, "Layer", f"Layer {layer + step}, head"))
         for _ in range(repeats):

@@ -277,14 +277,14 @@ def test_the_streaming_page_shows_sinks_rescuing_a_small_window() -> None:
     assert not at.exception
     at.slider(key="stream_tokens").set_value(128)
     at.slider(key="stream_window").set_value(20)
-    at.multiselect(key="stream_methods").set_value(["window", "sinks", "mask-window"])
+    at.multiselect(key="stream_methods").set_value(["window", "sinks", "mask-window", "dense"])
     next(b for b in at.button if b.label == "Stream").click().run()
     assert not at.exception
     table = at.dataframe[0].value.set_index("S")
     window_ppl, sinks_ppl = table.loc[0, "perplexity"].iloc[0], table.loc[4, "perplexity"]
     assert sinks_ppl < window_ppl
     curves = chart(at, "stream_nll")["data"]
-    assert len(curves) == 3
+    assert len(curves) == 4
     next(b for b in at.button if b.label.startswith("Sweep")).click().run()
     bars = chart(at, "sweep_chart")["data"][0]
     assert list(bars["x"]) == ["0", "1", "2", "4", "8"]

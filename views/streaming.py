@@ -118,7 +118,12 @@ def run_all(request: common.Request, config: dict, ids: list[int]) -> None:
     results = st.session_state["stream_results"] = {"config": config, "curves": {}, "seconds": {}}
     bar, live, queue = st.progress(0.0), st.empty(), common.shared().queue(request.model)
     planned = jobs(config["methods"])
-    clock, drawn = Clock(max(1, sum(job[0] not in ONE_PASS for job in planned)) * (len(ids) - 1)), [0.0]
+    clock, drawn = Clock(max(1, sum(job[0] not in ONE_PASS for job in planned)) * (len(ids) - 1)), [0.0, 0]
+
+    def draw() -> None:  # a key of its own each time: the same curves drawn twice would share an element id
+        drawn[0], drawn[1] = time.monotonic(), drawn[1] + 1
+        live.plotly_chart(stream_figure(results), key=f"stream_live_{drawn[1]}")
+
     for job in planned:
         start = time.monotonic()
 
@@ -127,8 +132,7 @@ def run_all(request: common.Request, config: dict, ids: list[int]) -> None:
             names, tokens = ", ".join(map(method_label, curves)), len(next(iter(curves.values())))
             bar.progress(*clock.caption(names, tokens, time.monotonic() - start))
             if time.monotonic() - drawn[0] > 1:  # the curves grow on screen, once a second
-                live.plotly_chart(stream_figure(results))
-                drawn[0] = time.monotonic()
+                draw()
             queue.let_others_in()  # a visitor's short run goes between two of these tokens
             return True
 
@@ -137,7 +141,7 @@ def run_all(request: common.Request, config: dict, ids: list[int]) -> None:
         results["seconds"].update(dict.fromkeys(job, time.monotonic() - start))
         if job[0] not in ONE_PASS:
             clock.finish(len(ids) - 1, time.monotonic() - start)
-        live.plotly_chart(stream_figure(results))
+        draw()
     bar.empty()
     live.empty()
 
