@@ -109,20 +109,43 @@ def analysis_of(page: Page, text: str) -> float:
     return timed(lambda: type_text(page, text), done)
 
 
+WATCH_RUNS = """() => {
+    const app = document.querySelector('[data-testid="stApp"]');
+    window.__ran = false;
+    window.__watch?.disconnect();
+    window.__watch = new MutationObserver(() => {
+        if (app.dataset.testScriptState !== 'notRunning') window.__ran = true;
+    });
+    window.__watch.observe(app, {attributes: true});
+}"""
+QUIET_AGAIN = (
+    "() => window.__ran && document.querySelector('[data-testid=\"stApp\"]').dataset.testScriptState === 'notRunning'"
+)
+
+
+def run_and_time(page: Page, action: Callable[[], None]) -> float:
+    """Seconds from ``action`` until the app has run and gone quiet again (Streamlit's own script-state flag)."""
+    page.evaluate(WATCH_RUNS)
+    start = time.perf_counter()
+    action()
+    page.wait_for_function(QUIET_AGAIN, timeout=WAIT)
+    return time.perf_counter() - start
+
+
 def click_and_settle(page: Page, button: str) -> float:
-    return timed(lambda: page.get_by_role("button", name=button, exact=True).click(), lambda: settled(page, WAIT))
+    return run_and_time(page, lambda: page.get_by_role("button", name=button, exact=True).click())
 
 
 def streaming_run(page: Page, url: str) -> tuple[float, float]:
     """(seconds to the first curve point, seconds to the whole default run) on the streaming page."""
     page.goto(f"{url}/streaming")
     settled(page)
+    page.evaluate(WATCH_RUNS)
     start = time.perf_counter()
     page.get_by_role("button", name="Stream", exact=True).click()
     expect(page.locator(".stPlotlyChart").filter(has_text="loss while streaming").first).to_be_visible(timeout=WAIT)
     first = time.perf_counter() - start
-    expect(page.get_by_test_id("stDataFrame").first).to_be_visible(timeout=WAIT)
-    settled(page, WAIT)
+    page.wait_for_function(QUIET_AGAIN, timeout=WAIT)
     return first, time.perf_counter() - start
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import streamlit as st
 from sinkscope import lab
 from sinkscope.names import HEAD_METRICS
 from streamlit.testing.v1 import AppTest
@@ -227,6 +228,7 @@ def test_editing_an_example_makes_the_text_your_own_and_the_link_carries_it(app:
     app.sidebar.text_area(key="text").set_value(edited).run()
     assert app.sidebar.selectbox(key="example").value == "custom"
     assert url_param(app, "text") == edited and "example" not in app.query_params
+    assert "a link carries up to 1500 characters" in " ".join(c.value for c in app.sidebar.caption)
     app.sidebar.text_area(key="text").set_value("word " * 400).run()
     assert "will not carry it" in " ".join(c.value for c in app.sidebar.caption)
     assert "text" not in app.query_params
@@ -251,6 +253,7 @@ def test_hosted_mode_offers_only_the_bundled_models_and_a_lower_limit(deployment
     assert all("Other" not in option for option in options)
     assert any("limit 512" in c.value for c in app.sidebar.caption)
     assert app.sidebar.text_area(key="text").max_chars == 200 * 1024  # a paste is held to the upload limit
+    assert st.get_option("client.showErrorDetails") == "none"  # a public server shows no tracebacks
     app.sidebar.text_area(key="text").set_value("The keeper counts ships. " * 20_000).run()  # past the box, by URL
     assert not app.exception
     assert any("more than 512 tokens" in w.value for w in app.warning)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 from sinkscope import plot, streaming
-from sinkscope.errors import SinkscopeError
+from sinkscope.errors import InputError, SinkscopeError
+from sinkscope.tokens import encode
 
 from views import common, url_state
 from views.text import language, num, say, t
@@ -66,8 +67,12 @@ def engine_label(engine: str) -> str:
 
 
 def stream_ids(loaded: object, config: dict, text: str) -> list[int]:
+    """The first tokens of the chosen text (only its beginning is tokenized: the built-in one is 465,000 characters)."""
     source = streaming.builtin_text() if config["source"] == "builtin" else text
-    return loaded.tokenizer(source, add_special_tokens=False)["input_ids"][: config["tokens"]]
+    try:
+        return encode(loaded.tokenizer, source, config["tokens"], truncate=True, add_bos=False)
+    except InputError:
+        return []  # an empty text: the page says it is too short
 
 
 ONE_PASS = ("dense", "mask-window", "mask-sinks")  # a single forward pass each: their curves show at once
@@ -118,7 +123,11 @@ def run_all(request: common.Request, config: dict, ids: list[int]) -> None:
     results = st.session_state["stream_results"] = {"config": config, "curves": {}, "seconds": {}}
     bar, live, queue = st.progress(0.0), st.empty(), common.shared().queue(request.model)
     planned = jobs(config["methods"])
-    clock, drawn = Clock(max(1, sum(job[0] not in ONE_PASS for job in planned)) * (len(ids) - 1)), [0.0, 0]
+    clock, drawn, shown = (
+        Clock(max(1, sum(job[0] not in ONE_PASS for job in planned)) * (len(ids) - 1)),
+        [0.0, 0],
+        [0.0],
+    )
 
     def draw() -> None:  # a key of its own each time: the same curves drawn twice would share an element id
         drawn[0], drawn[1] = time.monotonic(), drawn[1] + 1
@@ -129,9 +138,12 @@ def run_all(request: common.Request, config: dict, ids: list[int]) -> None:
 
         def progress(curves: dict[str, list[float]], total: int, start: float = start) -> bool:
             results["curves"].update(curves)
-            names, tokens = ", ".join(map(method_label, curves)), len(next(iter(curves.values())))
-            bar.progress(*clock.caption(names, tokens, time.monotonic() - start))
-            if time.monotonic() - drawn[0] > 1:  # the curves grow on screen, once a second
+            now = time.monotonic()
+            if now - shown[0] > 0.25:  # a browser update per token would cost the model its CPU
+                names, tokens = ", ".join(map(method_label, curves)), len(next(iter(curves.values())))
+                bar.progress(*clock.caption(names, tokens, now - start))
+                shown[0] = now
+            if now - drawn[0] > 1:  # the curves grow on screen, once a second
                 draw()
             queue.let_others_in()  # a visitor's short run goes between two of these tokens
             return True

@@ -11,10 +11,9 @@ PROBLEMS_JS = (Path(__file__).parent / "layout.js").read_text(encoding="utf-8")
 
 
 def settled(page: Page, timeout: float = 240_000) -> None:
-    """Wait until the app has finished running this page (no 'Running...' status) and drawn its charts."""
+    """Wait until the app has finished running this page (Streamlit's own script-state flag) and drawn its charts."""
     expect(page.get_by_test_id("stSidebarNav")).to_be_visible(timeout=timeout)
-    page.wait_for_timeout(500)
-    expect(page.get_by_test_id("stStatusWidget")).to_have_count(0, timeout=timeout)
+    expect(page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning", timeout=timeout)
     page.wait_for_timeout(1500)  # plotly draws after the script ends
 
 

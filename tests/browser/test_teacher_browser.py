@@ -38,6 +38,7 @@ def cell_position(page: Page, title: str, head: int, layer: int) -> tuple[float,
 def test_clicking_a_head_map_cell_opens_that_head(page: Page, app_url: str) -> None:
     page.goto(f"{app_url}/?example=english")
     wait_for_analysis(page)
+    expect(page.get_by_text(re.compile(r"^Two thresholds, two questions")).first).to_be_visible()
     x, y = cell_position(page, "sink: attention", head=8, layer=18)
     page.mouse.click(x, y)
     expect(page.get_by_role("tab", name="One head")).to_have_attribute("aria-selected", "true", timeout=LOAD)
@@ -60,6 +61,16 @@ def test_a_link_keeps_the_tab_and_an_edit_and_says_when_a_text_is_too_long(page:
     expect(
         page.get_by_text(re.compile("longer than 1500 characters, so a copied link will not carry it"))
     ).to_be_visible(timeout=LOAD)
+
+
+def test_typed_scores_become_your_own_and_the_caption_follows_them(page: Page, app_url: str) -> None:
+    page.goto(f"{app_url}/softmax")
+    box = page.get_by_label("Attention scores of one query against its keys (q·k/√d)")
+    expect(box).to_be_visible(timeout=LOAD)
+    box.fill("0; 0; 9.5; 0")
+    box.press("Enter")
+    expect(page.get_by_role("radio", name="Your own scores")).to_be_checked(timeout=LOAD)
+    expect(page.get_by_text(re.compile(r"here its strongest key gets 1\.000"))).to_be_visible(timeout=LOAD)
 
 
 @pytest.mark.parametrize(
