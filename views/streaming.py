@@ -117,34 +117,47 @@ class Clock:
         return done / self.total, t("stream.progress", methods=methods, done=done, total=self.total, left=left)
 
 
+class LiveRun:
+    """What a streaming run shows while it works: a progress bar (at most four updates a second: a browser
+    update per token would cost the model its CPU) and the curves as they grow (once a second)."""
+
+    def __init__(self, results: dict, clock: Clock) -> None:
+        self.results, self.clock = results, clock
+        self.bar, self.chart = st.progress(0.0), st.empty()
+        self.shown = self.drawn = 0.0
+        self.draws = 0
+
+    def draw(self) -> None:
+        self.drawn, self.draws = time.monotonic(), self.draws + 1
+        key = f"stream_live_{self.draws}"  # a key each time: the same curves drawn twice would share an element id
+        self.chart.plotly_chart(stream_figure(self.results), key=key)
+
+    def update(self, curves: dict[str, list[float]], seconds: float) -> None:
+        self.results["curves"].update(curves)
+        now = time.monotonic()
+        if now - self.shown > 0.25:
+            names, tokens = ", ".join(map(method_label, curves)), len(next(iter(curves.values())))
+            self.bar.progress(*self.clock.caption(names, tokens, seconds))
+            self.shown = now
+        if now - self.drawn > 1:
+            self.draw()
+
+    def close(self) -> None:
+        self.bar.empty()
+        self.chart.empty()
+
+
 def run_all(request: common.Request, config: dict, ids: list[int]) -> None:
     """Stream every method; the curves are drawn as they grow and land in the session, so a stop keeps them."""
     loaded = common.get_model(request.model, request.dtype)
     results = st.session_state["stream_results"] = {"config": config, "curves": {}, "seconds": {}}
-    bar, live, queue = st.progress(0.0), st.empty(), common.shared().queue(request.model)
-    planned = jobs(config["methods"])
-    clock, drawn, shown = (
-        Clock(max(1, sum(job[0] not in ONE_PASS for job in planned)) * (len(ids) - 1)),
-        [0.0, 0],
-        [0.0],
-    )
-
-    def draw() -> None:  # a key of its own each time: the same curves drawn twice would share an element id
-        drawn[0], drawn[1] = time.monotonic(), drawn[1] + 1
-        live.plotly_chart(stream_figure(results), key=f"stream_live_{drawn[1]}")
-
+    planned, queue = jobs(config["methods"]), common.shared().queue(request.model)
+    live = LiveRun(results, Clock(max(1, sum(job[0] not in ONE_PASS for job in planned)) * (len(ids) - 1)))
     for job in planned:
         start = time.monotonic()
 
         def progress(curves: dict[str, list[float]], total: int, start: float = start) -> bool:
-            results["curves"].update(curves)
-            now = time.monotonic()
-            if now - shown[0] > 0.25:  # a browser update per token would cost the model its CPU
-                names, tokens = ", ".join(map(method_label, curves)), len(next(iter(curves.values())))
-                bar.progress(*clock.caption(names, tokens, now - start))
-                shown[0] = now
-            if now - drawn[0] > 1:  # the curves grow on screen, once a second
-                draw()
+            live.update(curves, time.monotonic() - start)
             queue.let_others_in()  # a visitor's short run goes between two of these tokens
             return True
 
@@ -152,10 +165,9 @@ def run_all(request: common.Request, config: dict, ids: list[int]) -> None:
             results["curves"].update(run_job(loaded, ids, job, config, progress))
         results["seconds"].update(dict.fromkeys(job, time.monotonic() - start))
         if job[0] not in ONE_PASS:
-            clock.finish(len(ids) - 1, time.monotonic() - start)
-        draw()
-    bar.empty()
-    live.empty()
+            live.clock.finish(len(ids) - 1, time.monotonic() - start)
+        live.draw()
+    live.close()
 
 
 def stream_figure(results: dict) -> object:
