@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 from pandas.io.formats.style import Styler
+from sinkscope.arrays import pool_max
 from sinkscope.bundled import BUNDLED
 from sinkscope.capture import LayerMaps, Trace, analyze, attention_maps, thumbnails
 from sinkscope.errors import InputError, SinkscopeError, TokenLimitError
@@ -160,6 +161,13 @@ def get_layer_maps(request: Request, token_ids: tuple[int, ...], layer: int) -> 
     loaded = get_model(request.model, request.dtype)
     run = lambda: attention_maps(loaded, token_ids, layer)  # noqa: E731
     return run_once(request.model, ("maps", request.dtype, token_ids, layer), run, t("common.recomputing_layer"))
+
+
+def get_layer_strip(request: Request, token_ids: tuple[int, ...], layer: int) -> np.ndarray:
+    """Every head of one layer max-pooled to 64 x 64, (1, head, rows, cols): computed once per layer, not per scrub."""
+    maps = get_layer_maps(request, token_ids, layer)
+    run = lambda: np.stack([pool_max(m, 64)[0] for m in maps.weights])[None]  # noqa: E731
+    return run_once(request.model, ("strip", request.dtype, token_ids, layer), run, t("common.recomputing_layer"))
 
 
 def get_thumbnails(request: Request, token_ids: tuple[int, ...]) -> np.ndarray:

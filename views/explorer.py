@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 from sinkscope import plot
-from sinkscope.arrays import pool_max
 from sinkscope.capture import Trace
 from sinkscope.metrics import value_scaled, value_weighted, without_first_keys
 from sinkscope.names import DEFAULT_EPS, HEAD_COLUMNS, HEAD_METRICS, LAYER_COLUMNS
@@ -121,7 +120,7 @@ def one_head(request: common.Request, trace: Trace) -> None:
     download[0].download_button(t("explorer.matrix_csv"), matrix_csv, f"{name}.csv", on_click="ignore")
     page = partial(plot.figure_html, fig)
     download[1].download_button(t("explorer.figure_html"), page, f"{name}.html", on_click="ignore")
-    layer_thumbs = np.stack([pool_max(m, 64)[0] for m in maps.weights])[None]  # (1, head, rows, cols)
+    layer_thumbs = common.get_layer_strip(request, trace.token_ids, layer)  # (1, head, rows, cols)
     title = t("explorer.layer_heads", layer=layer)
     fig = plot.fig_thumbnails(layer_thumbs, t("fig.layer"), title, lang=language(), first_row=layer)
     st.plotly_chart(fig, key="layer_heads")
