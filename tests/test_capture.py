@@ -94,6 +94,21 @@ def test_chunked_head_metrics_equal_metrics_of_the_full_maps(name: str, long_ids
         np.testing.assert_allclose(trace.heads["value_norm_ratio"][layer], ratio, rtol=1e-5)
 
 
+@pytest.mark.parametrize("name", list(TINY_CONFIGS))
+def test_sink_of_every_prefix_from_one_pass_equals_a_run_on_that_prefix(name: str, long_ids: list[int]) -> None:
+    loaded = tiny_loaded(name)
+    trace = analyze_ids(loaded, long_ids)
+    reference = eager_reference(name, long_ids)
+    first_key = np.stack([maps[0, :, :, 0].numpy() for maps in reference.attentions])  # (layer, head, query_pos)
+    np.testing.assert_allclose(trace.first_key, first_key, atol=1e-6)
+    lengths = [2, 9, 64, 65, 100, N_TOKENS]
+    by_length = trace.sink_by_length(lengths)  # (length, layer, head)
+    for length, sink in zip(lengths, by_length, strict=True):
+        np.testing.assert_allclose(sink, analyze_ids(loaded, long_ids[:length]).heads["sink"], atol=1e-6)
+    with pytest.raises(ValueError):
+        trace.sink_by_length([N_TOKENS + 1])
+
+
 @pytest.mark.parametrize("name", ["llama-gqa", "gemma3-sliding"])
 def test_residual_stream_is_each_decoder_layers_output_before_the_final_norm(name: str, long_ids: list[int]) -> None:
     reference = eager_reference(name, long_ids)

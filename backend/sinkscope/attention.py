@@ -63,6 +63,7 @@ class Recorder:
     masks: dict[tuple, MaskFacts] = field(default_factory=dict)
     withheld: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos), kept maps only
     output_norms: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos)
+    first_key: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos): A[t, 0]
 
     def mask_facts(
         self,
@@ -189,6 +190,7 @@ class Kept:
     maps: torch.Tensor | None = None  # (head, query_pos, key_pos)
     thumbs: torch.Tensor | None = None  # (head, rows, cols), max-pooled maps
     log_sum_exp: torch.Tensor | None = None  # (head, query_pos): ln sum_j e^{s_tj}
+    first_key: torch.Tensor | None = None  # (head, query_pos): the weight each query gives key 0
 
 
 def sinkscope_attention(
@@ -227,6 +229,8 @@ def sinkscope_attention(
     if keep:
         kept.maps = torch.zeros(n_heads, n_queries, n_keys, device=query.device)
         kept.log_sum_exp = torch.zeros(n_heads, n_queries, device=query.device)
+    if reduce:  # every prefix's sink score is a mean of this column (the causal mask makes it exact)
+        kept.first_key = torch.zeros(n_heads, n_queries, device=query.device)
     if pool:
         kept.thumbs = torch.zeros(n_heads, min(pool, n_queries), min(pool, n_keys), device=query.device)
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
@@ -235,6 +239,7 @@ def sinkscope_attention(
         recorder.thumbnails[layer] = kept.thumbs
     if reducer is not None:
         reducer.store(recorder.sums, layer)
+        recorder.first_key[layer] = kept.first_key
         if n_keys > 1:
             norms = reducer.norms.reshape(n_heads, n_keys).double()  # (head, key_pos)
             recorder.first_value_ratio[layer] = norms[:, 0] / norms[:, 1:].quantile(0.5, dim=-1)
@@ -317,6 +322,8 @@ def chunked_attention(
             kept.log_sum_exp[:, q0:q1] = torch.logsumexp(scores, dim=-1).reshape(n_heads, rows)  # (head, rows)
         if reducer is not None:
             reducer.add(weights, scores, mixed, q0 + offset)
+        if kept.first_key is not None:
+            kept.first_key[:, q0:q1] = weights[..., 0].reshape(n_heads, rows)  # (head, rows)
         if kept.maps is not None:
             kept.maps[:, q0:q1, :end] = weights.reshape(n_heads, rows, end)  # (head, rows, keys)
         if kept.thumbs is not None:

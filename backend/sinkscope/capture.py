@@ -51,6 +51,7 @@ class Trace:
     layers: dict[str, np.ndarray]  # metric -> (layer + 1,), h^0 = embeddings
     massive: tuple[tuple[int, int, int, float], ...]  # (layer, token, channel, value)
     residual: np.ndarray  # (layer + 1, token, d_model), float32
+    first_key: np.ndarray  # (layer, head, query_pos), float32: the weight each query gives the first token
 
     @property
     def n_tokens(self) -> int:
@@ -63,6 +64,11 @@ class Trace:
 
     def sink_rate(self, eps: float = DEFAULT_EPS) -> float:
         return metrics.sink_rate(self.heads["sink"], eps)
+
+    def sink_by_length(self, lengths: list[int] | np.ndarray) -> np.ndarray:
+        """(length, layer, head): every head's sink score on the text's first ``length`` tokens, exact
+        from this one pass (no query sees past itself)."""
+        return metrics.prefix_sink(self.first_key, lengths)
 
     def head_rows(self) -> list[dict[str, object]]:
         """One row per (layer, head) with the columns of the CLI's heads.csv."""
@@ -227,6 +233,7 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
         layers=layers,
         massive=massive,
         residual=_frozen(residual),
+        first_key=_frozen(torch.stack([recorder.first_key[layer] for layer in range(n_layers)]).cpu().numpy()),
     )
 
 

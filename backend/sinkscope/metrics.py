@@ -80,6 +80,17 @@ def sink_rate(sink: np.ndarray, eps: float = DEFAULT_EPS) -> float:
     return float(100.0 * (sink > eps).sum() / sink.size)
 
 
+def prefix_sink(first_key: np.ndarray, lengths: list[int] | np.ndarray) -> np.ndarray:
+    """Sink scores of the first P tokens for each P in ``lengths``: (length, ...) from the first-key column
+    (..., query_pos), since under a causal mask row t is the same whatever follows it."""
+    column = np.asarray(first_key, dtype=np.float64)
+    lengths = np.asarray(lengths, dtype=int)
+    if lengths.size and (lengths.min() < 2 or lengths.max() > column.shape[-1]):
+        raise ValueError(f"prefix lengths must be 2 .. {column.shape[-1]}")
+    totals = np.cumsum(column[..., 1:], axis=-1)  # (..., query_pos - 1): sum of rows 1 .. t
+    return np.moveaxis(totals[..., lengths - 2] / (lengths - 1), -1, 0)  # (length, ...)
+
+
 def unit_rows(h: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length; zero rows stay zero."""
     norms = np.linalg.norm(h, axis=-1, keepdims=True)

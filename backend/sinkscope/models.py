@@ -161,11 +161,26 @@ def _check_causal_lm(source: str, spec: str) -> Any:
     return config
 
 
+def token_limit(config: Any) -> int:
+    """The most tokens Sinkscope analyzes at once with a model of this config."""
+    positions = getattr(config.get_text_config(), "max_position_embeddings", None) or HARD_TOKEN_LIMIT
+    return min(positions, HARD_TOKEN_LIMIT)
+
+
+def load_tokenizer(spec: str) -> tuple[Any, int]:
+    """A model's tokenizer and token limit without its weights (the census cuts windows with them)."""
+    source, _ = _source_of(spec.strip(), log.info)
+    config = _check_causal_lm(source, spec)
+    try:
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=False), token_limit(config)
+    except (OSError, ValueError, ImportError) as err:
+        raise ModelLoadError("error.cannot_load", spec=spec, reason=str(err).splitlines()[0]) from err
+
+
 def model_info(model: Any, name: str, label: str) -> ModelInfo:
     """What the UI and CLI show about a loaded model."""
     config = model.config.get_text_config()
     n_heads = config.num_attention_heads
-    positions = getattr(config, "max_position_embeddings", None) or HARD_TOKEN_LIMIT
     return ModelInfo(
         name=name,
         label=label,
@@ -175,7 +190,7 @@ def model_info(model: Any, name: str, label: str) -> ModelInfo:
         n_layers=config.num_hidden_layers,
         n_heads=n_heads,
         n_kv_heads=getattr(config, "num_key_value_heads", None) or n_heads,
-        max_tokens=min(positions, HARD_TOKEN_LIMIT),
+        max_tokens=token_limit(model.config),
     )
 
 

@@ -48,6 +48,19 @@ def encode(
     return ids
 
 
+def cut_windows(tokenizer: Any, text: str, length: int, count: int) -> list[tuple[int, list[int]]]:
+    """Up to ``count`` consecutive windows of exactly ``length`` tokens: (start, ids), ``start`` counted in the
+    text's own tokens. Each window begins with the BOS token where the tokenizer adds one by default, as a
+    direct analysis of that window would."""
+    lead = [tokenizer.bos_token_id] if adds_bos_by_default(tokenizer) else []
+    body_length = length - len(lead)
+    needed = body_length * count
+    window = max((needed + 2) * longest_token(tokenizer), COUNTED_CHARS)
+    body = list(tokenizer(text[:window], add_special_tokens=False)["input_ids"])[:needed]
+    starts = range(0, len(body) - body_length + 1, body_length)
+    return [(start, lead + body[start : start + body_length]) for start in starts]
+
+
 def decode_text(data: bytes, name: str, max_bytes: int) -> str:
     """The text in an uploaded or read file, or an InputError saying what is wrong with it."""
     if len(data) > max_bytes:

@@ -1,4 +1,4 @@
-"""The command line: ``sinkscope analyze|stream|intervene|lab ...`` (or ``python -m sinkscope``).
+"""The command line: ``sinkscope analyze|stream|intervene|lab|cost|census ...`` (or ``python -m sinkscope``).
 
 Errors a user can fix print one ``error:`` line and exit 2; nothing prints a traceback unless --debug.
 Building the parser imports no torch, so ``sinkscope --help`` answers at once.
@@ -11,7 +11,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from sinkscope.cli import analyze, cost, intervene, lab, stream
+from sinkscope.cli import analyze, census, cost, intervene, lab, stream
 from sinkscope.cli.common import Parser, UsageError, check_outputs
 from sinkscope.errors import SinkscopeError
 
@@ -20,7 +20,7 @@ def parser() -> argparse.ArgumentParser:
     root = Parser(prog="sinkscope", description="Sinkscope: measure attention sinks.")
     root.add_argument("--debug", action="store_true", help="show full tracebacks")
     commands = root.add_subparsers(dest="command", required=True)
-    for command in (analyze, stream, lab, intervene, cost):
+    for command in (analyze, stream, lab, intervene, cost, census):
         command.add(commands)
     return root
 

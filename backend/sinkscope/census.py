@@ -1,0 +1,224 @@
+"""A sink census over a corpus on Ray Data: read, cut windows, analyze them on an actor pool, write Parquet.
+
+Without an address Ray starts locally on this machine; ``address="auto"`` or ``"ray://host:10001"`` joins a
+cluster, and ``gpus_per_worker`` puts one model copy on each GPU. Ray restarts a worker that dies and runs
+its windows again; the output (``census_files``) holds every window exactly once, and a rerun skips the
+windows already written::
+
+    summary = run_census(CensusRequest("corpus/", ["smollm2-135m"], [128, 512]), "out/")
+    heads = pandas.read_parquet("out/heads")   # one row per model, document, window, layer and head
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sinkscope import census_files
+from sinkscope.corpus import WINDOW_COLUMNS, Windower, documents, open_corpus
+from sinkscope.errors import InputError
+from sinkscope.models import load_tokenizer
+from sinkscope.names import HEAD_METRICS, LAYER_METRICS
+
+log = logging.getLogger(__name__)
+FLUSH_WINDOWS = 32  # windows buffered before a write: few files, little lost to a crash
+FLUSH_SECONDS = 30.0
+BLOCKS_PER_WORKER = 16  # documents are dealt to the workers in this many blocks each, for an even share
+
+
+@dataclass(frozen=True)
+class CensusRequest:
+    corpus: str  # a folder of .txt, a .jsonl or .parquet file, or "builtin"
+    models: list[str]
+    lengths: list[int]
+    windows_per_doc: int = 1
+    max_docs: int | None = None
+    text_column: str = "text"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    address: str | None = None  # None: start Ray on this machine
+    workers: int | None = None  # None: one per CPU (or per GPU with gpus_per_worker)
+    gpus_per_worker: float = 0.0
+
+
+@dataclass
+class CensusProgress:
+    docs_done: int
+    docs_total: int
+    windows: int  # analyzed in this run
+    tokens: int
+    seconds: float
+
+
+@dataclass
+class CensusSummary:
+    windows: int = 0  # analyzed and written by this run
+    already: int = 0  # found written by an earlier run
+    tokens: int = 0
+    docs: int = 0
+    skipped: dict[str, int] = field(default_factory=dict)  # problem -> documents (too_short: document-lengths)
+    seconds: float = 0.0
+
+
+class CensusWorker:
+    """Ray Data actor: loads each model once, analyzes one window per call, passes problem rows through."""
+
+    def __init__(self, device: str, dtype: str) -> None:
+        self.device, self.dtype, self.models = device, dtype, {}
+
+    def loaded(self, spec: str) -> Any:
+        from sinkscope.models import load_model
+
+        if spec not in self.models:
+            self.models[spec] = load_model(spec, device=self.device, dtype=self.dtype)
+        return self.models[spec]
+
+    def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, list]:
+        from sinkscope.capture import analyze_ids
+
+        out: dict[str, list] = {name: [] for name in RESULT_COLUMNS}
+        for row in (dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)):
+            trace = analyze_ids(self.loaded(row["model"]), list(row["ids"])) if not row["problem"] else None
+            for name in WINDOW_COLUMNS[:4] + ("problem", "doc_windows"):
+                out[name].append(row[name])
+            out["n_heads"].append(trace.shape[1] if trace else 0)
+            # plain lists, not arrays: Ray cannot join tensor columns with the empty ones of problem rows
+            for name in HEAD_METRICS:
+                out[name].append(trace.heads[name].ravel().tolist() if trace else [])  # (layer * head,)
+            out["kind"].append(trace.heads["kind"].ravel().tolist() if trace else [])
+            for name in LAYER_METRICS:
+                out["layer_" + name].append(trace.layers[name].tolist() if trace else [])  # (layer + 1,)
+        return out
+
+
+RESULT_COLUMNS = (*WINDOW_COLUMNS[:4], "problem", "doc_windows", "n_heads", *HEAD_METRICS, "kind",
+                  *("layer_" + name for name in LAYER_METRICS))  # fmt: skip
+
+
+def start_ray(cluster: Cluster) -> None:
+    """Join ``cluster.address``, or start Ray on this machine (no dashboard, quiet logs)."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+    if cluster.address:
+        ray.init(address=cluster.address, **quiet)
+    else:
+        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, **quiet)
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
+
+
+def check_request(request: CensusRequest) -> Any:
+    """Every mistake a user can make, found before Ray starts; returns the opened corpus."""
+    if not request.models:
+        raise InputError("error.census_no_model")
+    if not request.lengths or min(request.lengths) < 2:
+        raise InputError("error.census_lengths", lengths=", ".join(map(str, request.lengths)))
+    for spec in request.models:
+        limit = load_tokenizer(spec)[1]  # also dequantizes a bundled model once, before workers start
+        if max(request.lengths) > limit:
+            raise InputError("error.census_too_long", length=max(request.lengths), model=spec, limit=limit)
+    return open_corpus(request.corpus, request.text_column, request.max_docs)
+
+
+def worker_pool(cluster: Cluster) -> tuple[int, dict[str, Any]]:
+    """(workers, their Ray resources): one per CPU, or per GPU share, of the cluster unless given."""
+    import ray
+
+    resources = ray.cluster_resources()
+    if cluster.gpus_per_worker:
+        workers = cluster.workers or max(1, int(resources.get("GPU", 0) // cluster.gpus_per_worker))
+        return workers, {"num_gpus": cluster.gpus_per_worker, "num_cpus": 1}
+    cpus = int(resources.get("CPU", 1))
+    workers = cluster.workers or cpus
+    return workers, {"num_cpus": max(1, cpus // workers)}  # one worker on two cores runs two torch threads
+
+
+def pipeline(request: CensusRequest, corpus: Any, cluster: Cluster, done: set) -> Any:
+    """Documents -> windows (one light actor with the tokenizers) -> analyses (the worker pool)."""
+    import ray.data
+
+    ray.data.DataContext.get_current().enable_progress_bars = False  # the census draws its own
+    workers, resources = worker_pool(cluster)
+    # read and deal out the whole corpus before the workers start: they hold every CPU, and a step that Ray
+    # runs on a CPU of its own (listing files, repartitioning) would wait behind them for ever
+    docs = documents(corpus, request.max_docs).materialize()
+    blocks = max(1, min(docs.count(), BLOCKS_PER_WORKER * workers))  # a one-file corpus still feeds every worker
+    docs = docs.repartition(blocks).materialize()
+    windows = docs.map_batches(
+        Windower,
+        fn_constructor_kwargs={"models": request.models, "lengths": request.lengths,
+                               "per_doc": request.windows_per_doc, "done": done},
+        compute=ray.data.ActorPoolStrategy(size=1), num_cpus=0,
+    )  # fmt: skip
+    device = "cuda" if cluster.gpus_per_worker else "cpu"
+    return windows.map_batches(
+        CensusWorker,
+        fn_constructor_kwargs={"device": device, "dtype": "auto"},
+        compute=ray.data.ActorPoolStrategy(size=workers),
+        batch_size=1,  # one window a call: the fairest split, and progress as each one ends
+        max_restarts=-1,
+        max_task_retries=-1,  # a worker that dies is started again and its window retried
+        **resources,
+    )
+
+
+def run_census(
+    request: CensusRequest,
+    out: str | Path,
+    cluster: Cluster = Cluster(),
+    progress: Callable[[CensusProgress], None] | None = None,
+) -> CensusSummary:
+    """Analyze every window of the corpus not yet in ``out``; write them there as Parquet."""
+    corpus = check_request(request)
+    writer = census_files.Writer(Path(out))
+    summary = CensusSummary(already=len(writer.done))
+    writer.write_manifest(asdict(request), complete=False)
+    start_ray(cluster)
+    started, last_flush, waiting, skipped = time.monotonic(), time.monotonic(), Counter(), Counter()
+    for batch in pipeline(request, corpus, cluster, writer.done).iter_batches(batch_size=None, batch_format="numpy"):
+        for row in (dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)):
+            if row["problem"]:  # "too_short" is one length of a document; the others end a document
+                skipped[str(row["problem"])] += int(row["problem"] != "finished")
+                summary.docs += int(row["problem"] != "too_short")
+                continue
+            writer.add(row)
+            summary.windows, summary.tokens = summary.windows + 1, summary.tokens + int(row["length"])
+            waiting[row["doc_id"]] += 1
+            summary.docs += int(waiting[row["doc_id"]] == row["doc_windows"])
+        if writer.buffered >= FLUSH_WINDOWS or time.monotonic() - last_flush > FLUSH_SECONDS:
+            writer.flush()
+            last_flush = time.monotonic()
+        if progress is not None:
+            seconds = time.monotonic() - started
+            progress(CensusProgress(summary.docs, corpus.n_docs, summary.windows, summary.tokens, seconds))
+    writer.flush()
+    summary.skipped, summary.seconds = {k: v for k, v in skipped.items() if v}, time.monotonic() - started
+    if not summary.windows and not summary.already:
+        raise InputError("error.census_nothing", skipped=_said(summary.skipped))
+    writer.write_manifest(asdict(request), complete=True, summary=asdict(summary))
+    return summary
+
+
+def _said(skipped: dict[str, int]) -> str:
+    return ", ".join(f"{problem} {count}" for problem, count in sorted(skipped.items())) or "none"
+
+
+def describe(summary: CensusSummary) -> str:
+    """One line for the command line."""
+    rate = summary.tokens / summary.seconds if summary.seconds else 0.0
+    return (
+        f"{summary.windows} windows analyzed ({summary.tokens} tokens, {rate:.0f} tokens/s), "
+        f"{summary.already} already written; {summary.docs} documents; skipped: {_said(summary.skipped)}"
+    )

@@ -1,0 +1,184 @@
+"""The census on a local Ray instance with 2 CPUs: its numbers equal direct analyses, resumes write no
+duplicates, a killed worker is retried, and bad corpora get one clear error or a counted skip."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import psutil
+import pytest
+from sinkscope import census, census_files
+from sinkscope.capture import analyze_ids
+from sinkscope.census import CensusRequest, Cluster, run_census
+from sinkscope.cli import main
+from sinkscope.errors import InputError, ModelLoadError
+from sinkscope.models import load_model
+from sinkscope.names import HEAD_METRICS
+from sinkscope.tokens import cut_windows
+
+from tests.tiny import corpus
+
+ray = pytest.importorskip("ray")
+LENGTHS = [16, 32]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray() -> object:
+    ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING", log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    """Four readable documents (the app's example texts) in a folder with a subfolder."""
+    docs = tmp_path / "docs"
+    (docs / "more").mkdir(parents=True)
+    for i, text in enumerate(corpus()[:4]):
+        (docs / ("more" if i == 3 else ".") / f"doc{i}.txt").write_text(text, encoding="utf-8")
+    return docs
+
+
+def heads_of(out: Path) -> pd.DataFrame:
+    return census_files.read_heads(out).sort_values(["length", "doc_id", "start", "layer", "head"])
+
+
+def windows_of(heads: pd.DataFrame) -> pd.DataFrame:
+    return heads[["model", "length", "doc_id", "start"]].drop_duplicates()
+
+
+def test_census_numbers_equal_a_direct_analysis_of_each_window(folder: Path, tiny_dir: str, tmp_path: Path) -> None:
+    request = CensusRequest(str(folder), [tiny_dir], LENGTHS, windows_per_doc=2)
+    summary = run_census(request, tmp_path / "out", Cluster(workers=2))
+    heads = heads_of(tmp_path / "out")
+    loaded = load_model(tiny_dir)
+    expected_windows = 0
+    for path in sorted(folder.rglob("*.txt")):
+        doc_id = str(path.relative_to(folder))
+        for length in LENGTHS:
+            for start, ids in cut_windows(loaded.tokenizer, path.read_text(encoding="utf-8"), length, 2):
+                expected_windows += 1
+                trace = analyze_ids(loaded, ids)
+                rows = heads[(heads.doc_id == doc_id) & (heads.length == length) & (heads.start == start)]
+                assert len(rows) == trace.shape[0] * trace.shape[1]
+                for metric in HEAD_METRICS:
+                    np.testing.assert_allclose(rows[metric], trace.heads[metric].ravel(), atol=1e-5, err_msg=metric)
+                assert rows["kind"].tolist() == trace.heads["kind"].ravel().tolist()
+    assert summary.windows == expected_windows == len(windows_of(heads))
+    assert summary.docs == 4 and summary.skipped == {}
+    layers = pd.read_parquet(tmp_path / "out" / "layers")
+    assert len(layers) == expected_windows * (loaded.info.n_layers + 1)
+    manifest = census_files.read_manifest(tmp_path / "out")
+    assert manifest["complete"] and manifest["request"]["lengths"] == LENGTHS
+
+
+def test_a_rerun_skips_written_windows_and_an_interrupted_run_resumes(
+    folder: Path, tiny_dir: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, request = tmp_path / "out", CensusRequest(str(folder), [tiny_dir], LENGTHS, windows_per_doc=2)
+    monkeypatch.setattr(census, "FLUSH_WINDOWS", 2)
+
+    def crash(progress: census.CensusProgress) -> None:
+        if progress.windows >= 5:
+            raise KeyboardInterrupt  # the user pressed Ctrl-C mid-run
+
+    with pytest.raises(KeyboardInterrupt):
+        run_census(request, out, Cluster(workers=2), progress=crash)
+    assert not census_files.read_manifest(out)["complete"]
+    written = len(windows_of(heads_of(out)))
+    assert 0 < written
+    part = next((out / "heads").rglob("part-*.parquet"))  # a crash between the two renames of a later part
+    part.with_name("part-orphan.parquet").write_bytes(part.read_bytes())
+    (part.parent / ".part-half.parquet.tmp").write_bytes(b"PAR1 half a file")
+    resumed = run_census(request, out, Cluster(workers=2))
+    heads = heads_of(out)
+    assert resumed.already == written and resumed.windows + written == len(windows_of(heads))
+    assert not heads.duplicated(["length", "doc_id", "start", "layer", "head"]).any()
+    assert not list(out.rglob("*.tmp")) and not list(out.rglob("part-orphan.parquet"))
+    again = run_census(request, out, Cluster(workers=2))
+    assert again.windows == 0 and again.already == len(windows_of(heads))
+
+
+def test_a_killed_worker_is_retried_and_every_window_is_written_once(
+    folder: Path, tiny_dir: str, tmp_path: Path
+) -> None:
+    killed = []
+
+    def kill_one_worker(progress: census.CensusProgress) -> None:
+        workers = [p for p in psutil.process_iter(["cmdline"]) if "CensusWorker" in " ".join(p.info["cmdline"] or [])]
+        if not killed and workers:
+            os.kill(workers[0].pid, signal.SIGKILL)
+            killed.append(workers[0].pid)
+
+    request = CensusRequest(str(folder), [tiny_dir], LENGTHS, windows_per_doc=2)
+    summary = run_census(request, tmp_path / "out", Cluster(workers=2), progress=kill_one_worker)
+    heads = heads_of(tmp_path / "out")
+    assert killed
+    assert summary.windows == len(windows_of(heads)) == 4 * 2 * 2
+    assert not heads.duplicated(["length", "doc_id", "start", "layer", "head"]).any()
+
+
+def test_unreadable_documents_and_lines_are_skipped_and_counted(folder: Path, tiny_dir: str, tmp_path: Path) -> None:
+    (folder / "binary.txt").write_bytes(b"\x00\x01\x02 not text")
+    (folder / "latin1.txt").write_bytes("caf\xe9 cr\xe8me".encode("latin-1"))
+    (folder / "short.txt").write_text("tiny", encoding="utf-8")
+    summary = run_census(CensusRequest(str(folder), [tiny_dir], [16]), tmp_path / "out", Cluster(workers=2))
+    assert summary.skipped == {"binary_file": 1, "not_utf8": 1, "too_short": 1}
+    assert summary.windows == 4 and summary.docs == 7
+    lines = tmp_path / "docs.jsonl"
+    records = [json.dumps({"text": corpus()[0]}), json.dumps({"title": "no text"}), "{not json", "",
+               json.dumps({"id": "x", "text": corpus()[1]})]  # fmt: skip
+    lines.write_text("\n".join(records) + "\n", encoding="utf-8")
+    summary = run_census(CensusRequest(str(lines), [tiny_dir], [16]), tmp_path / "jsonl", Cluster(workers=2))
+    assert summary.skipped == {"no_text": 1, "bad_json": 1} and summary.windows == 2
+    assert "x" in set(heads_of(tmp_path / "jsonl")["doc_id"])
+
+
+def test_a_parquet_corpus_reads_its_text_column(tiny_dir: str, tmp_path: Path) -> None:
+    pd.DataFrame({"body": corpus()[:3]}).to_parquet(tmp_path / "docs.parquet")
+    request = CensusRequest(str(tmp_path / "docs.parquet"), [tiny_dir], [16], text_column="body")
+    assert run_census(request, tmp_path / "out", Cluster(workers=2)).windows == 3
+    with pytest.raises(InputError, match="no column 'text'.*body"):
+        run_census(CensusRequest(str(tmp_path / "docs.parquet"), [tiny_dir], [16]), tmp_path / "x")
+
+
+@pytest.mark.parametrize(
+    ("corpus_of", "lengths", "model", "error"),
+    [
+        (lambda tmp: (tmp / "empty").mkdir() or tmp / "empty", [16], None, "no documents to read"),
+        (lambda tmp: tmp / "missing", [16], None, "no such file or folder"),
+        (lambda tmp: tmp / "docs.csv", [16], None, "a corpus is a folder"),
+        (lambda tmp: tmp / "docs", [8192], None, "over .* limit of 4096"),
+        (lambda tmp: tmp / "docs", [1], None, "2 tokens or more"),
+        (lambda tmp: tmp / "docs", [16], "no-such-model", "no-such-model"),
+        (lambda tmp: tmp / "docs", [4000], None, "No window could be cut"),
+    ],
+)
+def test_bad_corpora_and_arguments_give_one_clear_error(
+    folder: Path, tiny_dir: str, tmp_path: Path, corpus_of: object, lengths: list[int], model: str | None, error: str
+) -> None:
+    (tmp_path / "docs.csv").write_text("text\nhello\n", encoding="utf-8")
+    source = corpus_of(tmp_path)
+    with pytest.raises((InputError, ModelLoadError), match=error):
+        run_census(CensusRequest(str(source), [model or tiny_dir], lengths), tmp_path / "out", Cluster(workers=2))
+    assert not list((tmp_path / "out").rglob("part-*.parquet"))
+
+
+def test_the_command_line_writes_a_census_and_says_what_is_wrong_in_one_line(
+    folder: Path, tiny_dir: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    out = tmp_path / "out"
+    assert (
+        main(["census", str(folder), "--model", tiny_dir, "--lengths", "16", "--workers", "2", "--out", str(out)]) == 0
+    )
+    said = capsys.readouterr()
+    assert "4 windows analyzed" in said.out and "census" in said.err  # the progress bar
+    assert len(windows_of(heads_of(out))) == 4
+    assert main(["census", str(tmp_path / "missing"), "--model", tiny_dir, "--out", str(out)]) == 2
+    error = capsys.readouterr().err.strip().splitlines()
+    assert error == [f"error: Cannot read the corpus {tmp_path / 'missing'}: no such file or folder."]
