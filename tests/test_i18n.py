@@ -21,6 +21,8 @@ CODE = [
 ]
 PAGES = [
     "explorer",
+    "compare",
+    "census",
     "why_softmax",
     "why_reads_nothing",
     "why_massive",

@@ -33,6 +33,8 @@ EXAMPLES = {e["id"]: e for e in json.loads((ASSETS / "examples.json").read_text(
 CARRIED = (
     "lang", "model_choice", "model_path", "dtype", "example", "text", "add_bos", "layer", "head",
     "metric", "eps", "log_scale", "past_sink", "value_units", "tab_id",
+    *(side + key for side in ("a_", "b_") for key in ("model_choice", "model_path", "example", "text", "add_bos")),
+    "compare_preset", "compare_metric", "compare_eps", "census_source", "census_folder", "census_eps",
 )  # fmt: skip  # widgets of other pages and of the explorer's closed tabs keep their values
 
 
@@ -241,55 +243,60 @@ def model_choices(config: Settings) -> dict[str, str]:
     return labels
 
 
-def _model_picker() -> tuple[str, str]:
+def _model_picker(prefix: str = "") -> str:
     config = shared().settings
     labels = model_choices(config)
-    choice = st.selectbox(t("side.model"), list(labels), format_func=labels.get, key="model_choice")
-    spec = st.text_input(t("side.model_path"), key="model_path") if choice == CUSTOM else choice
-    dtype = "auto"
-    if resolve_device() == "cuda":
-        dtype = st.selectbox(t("side.gpu_dtype"), GPU_DTYPES, key="dtype")
-    return (spec or "").strip(), dtype
+    choice = st.selectbox(t("side.model"), list(labels), format_func=labels.get, key=prefix + "model_choice")
+    spec = st.text_input(t("side.model_path"), key=prefix + "model_path") if choice == CUSTOM else choice
+    return (spec or "").strip()
 
 
-def _take_upload() -> None:
+def chosen_dtype() -> str:
+    """The sidebar's GPU precision (every model on a CPU runs in float32)."""
+    return st.session_state.get("dtype", GPU_DTYPES[0]) if resolve_device() == "cuda" else "auto"
+
+
+def _take_upload(prefix: str) -> None:
     """Put an uploaded file's text into the text box, or remember why it cannot be used."""
-    state, upload = st.session_state, st.session_state.get("upload")
-    state.pop("upload_error", None)
+    state, upload = st.session_state, st.session_state.get(prefix + "upload")
+    state.pop(prefix + "upload_error", None)
     if upload is None:
         return
     try:
-        state["text"] = decode_text(upload.getvalue(), upload.name, shared().settings.max_upload_bytes)
-        state["example"] = state["loaded_example"] = CUSTOM
+        state[prefix + "text"] = decode_text(upload.getvalue(), upload.name, shared().settings.max_upload_bytes)
+        state[prefix + "example"] = state[prefix + "loaded_example"] = CUSTOM
     except InputError as err:
-        state["upload_error"] = say(err)
+        state[prefix + "upload_error"] = say(err)
 
 
-def _text_edited() -> None:
+def _text_edited(prefix: str) -> None:
     """Any edit of an example makes the text the user's own, so a shared link carries the edited text."""
     state = st.session_state
-    example = state.get("example")
-    if example in EXAMPLES and state.get("text") != EXAMPLES[example]["text"]:
-        state["example"] = state["loaded_example"] = CUSTOM
+    example = state.get(prefix + "example")
+    if example in EXAMPLES and state.get(prefix + "text") != EXAMPLES[example]["text"]:
+        state[prefix + "example"] = state[prefix + "loaded_example"] = CUSTOM
 
 
-def _text_input() -> str:
+def _text_input(prefix: str = "") -> str:
+    """An example picker, the text box it fills and an upload; ``prefix`` keeps a compare side's own keys."""
     ids = [*EXAMPLES, CUSTOM]
     titles = {k: t(EXAMPLES[k]["title"]) for k in EXAMPLES} | {CUSTOM: t("side.own_text")}
-    example = st.selectbox(t("side.example"), ids, format_func=titles.get, key="example")
+    example = st.selectbox(t("side.example"), ids, format_func=titles.get, key=prefix + "example")
     if example != CUSTOM:
         st.caption(t(EXAMPLES[example]["teaches"]))
-        if st.session_state.get("loaded_example") != example:
-            st.session_state["text"] = EXAMPLES[example]["text"]  # an example fills the box; edits are kept
-            st.session_state["loaded_example"] = example
+        if st.session_state.get(prefix + "loaded_example") != example:
+            st.session_state[prefix + "text"] = EXAMPLES[example]["text"]  # an example fills the box; edits are kept
+            st.session_state[prefix + "loaded_example"] = example
     max_chars = shared().settings.max_upload_bytes  # a paste is held to the upload limit
-    text = st.text_area(t("side.text"), key="text", height=180, max_chars=max_chars, on_change=_text_edited)
-    if st.session_state.get("example") == CUSTOM and text.strip():  # say how much of a text a link can carry
+    text = st.text_area(t("side.text"), key=prefix + "text", height=180, max_chars=max_chars,
+                        on_change=_text_edited, args=(prefix,))  # fmt: skip
+    if st.session_state.get(prefix + "example") == CUSTOM and text.strip():  # how much of a text a link carries
         st.caption(t("side.not_in_url" if len(text) > URL_TEXT_LIMIT else "side.in_url", limit=URL_TEXT_LIMIT))
     limit_kb = shared().settings.max_upload_bytes // 1024
-    st.file_uploader(t("side.upload", kb=limit_kb), type=["txt"], key="upload", on_change=_take_upload)
-    if "upload_error" in st.session_state:
-        st.error(st.session_state["upload_error"])
+    st.file_uploader(t("side.upload", kb=limit_kb), type=["txt"], key=prefix + "upload", on_change=_take_upload,
+                     args=(prefix,))  # fmt: skip
+    if prefix + "upload_error" in st.session_state:
+        st.error(st.session_state[prefix + "upload_error"])
     return text
 
 
@@ -334,39 +341,47 @@ def sidebar() -> Request | None:
             st.warning(t("side.url_ignored", values=st.session_state.pop("url_ignored")))
         st.selectbox(t("side.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang")
         st.page_link("views/definitions.py", label=t("side.definitions"), icon="📖")
-        spec, dtype = _model_picker()
-        if not spec:
-            st.info(t("side.type_model"))
-            return None
-        try:
-            loaded = get_model(spec, dtype)
-        except SinkscopeError as err:
-            st.error(say(err))
-            return None
-        st.text(loaded.info.badge(language()))
-        text = _text_input()
-        add_bos = None
-        if has_bos(loaded.tokenizer):
-            st.session_state.setdefault("add_bos", adds_bos_by_default(loaded.tokenizer))
-            label = t("side.add_bos", token=loaded.tokenizer.bos_token)
-            add_bos = st.toggle(label, key="add_bos", help=t("side.add_bos_help"))
-        _token_count_caption(loaded, text, add_bos)
-        return Request(spec, dtype, text, add_bos, truncate=st.session_state.get("truncate_text") == text)
+        if resolve_device() == "cuda":
+            st.selectbox(t("side.gpu_dtype"), GPU_DTYPES, key="dtype")
+        return request_controls()
 
 
-def _token_limit_notice(request: Request, err: TokenLimitError) -> None:
+def request_controls(prefix: str = "") -> Request | None:
+    """Model, text and BOS toggle; the request they make, or None with a message when there is none yet."""
+    spec, dtype = _model_picker(prefix), chosen_dtype()
+    if not spec:
+        st.info(t("side.type_model"))
+        return None
+    try:
+        loaded = get_model(spec, dtype)
+    except SinkscopeError as err:
+        st.error(say(err))
+        return None
+    st.text(loaded.info.badge(language()))
+    text = _text_input(prefix)
+    add_bos = None
+    if has_bos(loaded.tokenizer):
+        st.session_state.setdefault(prefix + "add_bos", adds_bos_by_default(loaded.tokenizer))
+        label = t("side.add_bos", token=loaded.tokenizer.bos_token)
+        add_bos = st.toggle(label, key=prefix + "add_bos", help=t("side.add_bos_help"))
+    _token_count_caption(loaded, text, add_bos)
+    truncate = st.session_state.get(prefix + "truncate_text") == text
+    return Request(spec, dtype, text, add_bos, truncate=truncate)
+
+
+def _token_limit_notice(request: Request, err: TokenLimitError, prefix: str) -> None:
     st.warning(t("common.too_long", error=say(err), limit=err.limit))
-    if st.button(t("common.truncate", limit=err.limit), key="truncate_button"):
-        st.session_state["truncate_text"] = request.text  # only this text: a new one is checked again
+    if st.button(t("common.truncate", limit=err.limit), key=prefix + "truncate_button"):
+        st.session_state[prefix + "truncate_text"] = request.text  # only this text: a new one is checked again
         st.rerun()
 
 
-def _analysis(request: Request) -> Analysis | None:
+def analysis_of(request: Request, prefix: str = "") -> Analysis | None:
     """The analysis of ``request``, or None with a message on the page."""
     try:
         return Analysis(request, get_trace(request))
     except TokenLimitError as err:
-        _token_limit_notice(request, err)
+        _token_limit_notice(request, err, prefix)
     except (SinkscopeError, RuntimeError, MemoryError) as err:  # a failed run must not end the session
         st.error(say(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
     return None
@@ -378,7 +393,7 @@ def current_analysis(request: Request | None) -> Analysis | None:
     A session keeps only its last request: the result lives in the shared cache, bounded by bytes (a trace at
     512 tokens is about 37 MB, mostly its residual norms), and is computed again if it was evicted.
     """
-    analysis = _analysis(request) if request is not None else None
+    analysis = analysis_of(request) if request is not None else None
     if analysis is not None:
         st.session_state["last_request"] = request
         return analysis
@@ -386,4 +401,4 @@ def current_analysis(request: Request | None) -> Analysis | None:
     if previous is None or previous == request:
         return None
     st.caption(t("common.previous_result"))
-    return _analysis(previous)
+    return analysis_of(previous)

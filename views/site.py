@@ -21,6 +21,8 @@ PAGES = (
     Page("nav.why", "views/why_diagonals.py", "nav.diagonals", "↘️", "diagonals"),
     Page("nav.why", "views/why_break.py", "nav.break", "🔨", "break"),
     Page("nav.experiments", "views/streaming.py", "nav.streaming", "🌊", "streaming"),
+    Page("nav.experiments", "views/compare.py", "nav.compare", "🪞", "compare"),
+    Page("nav.experiments", "views/census.py", "nav.census", "📊", "census"),
     Page("nav.experiments", "views/lab.py", "nav.lab", "🧪", "lab"),
     Page("nav.experiments", "views/claims.py", "claims.title", "✅", "claims"),
     Page("nav.experiments", "views/definitions.py", "definitions.title", "📖", "metrics"),

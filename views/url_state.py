@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 import streamlit as st
 from sinkscope.bundled import BUNDLED
@@ -56,14 +56,23 @@ FIELDS = {"layer": _index, "head": _index, "metric": _metric, "eps": _eps, "tab_
 FLAGS = ("add_bos", "log_scale", "past_sink", "value_units")
 
 
-def _restore_model(model: str | None, config: Settings) -> None:
+def _restore_model(model: str | None, config: Settings, prefix: str = "") -> None:
     state = st.session_state
     if not model or not config.allows(model):
         return  # a hosted app ignores models outside its allowlist
     if model in BUNDLED:
-        state["model_choice"] = model
+        state[prefix + "model_choice"] = model
     elif not config.hosted:
-        state["model_choice"], state["model_path"] = CUSTOM, model
+        state[prefix + "model_choice"], state[prefix + "model_path"] = CUSTOM, model
+
+
+def _restore_text(params: Mapping[str, str], examples: Collection[str], prefix: str = "") -> None:
+    state = st.session_state
+    if prefix + "text" in params:
+        state[prefix + "example"] = state[prefix + "loaded_example"] = CUSTOM
+        state[prefix + "text"] = params[prefix + "text"]
+    elif params.get(prefix + "example") in examples:
+        state[prefix + "example"] = params[prefix + "example"]
 
 
 def restore_from_url(config: Settings, examples: Collection[str]) -> None:
@@ -73,11 +82,7 @@ def restore_from_url(config: Settings, examples: Collection[str]) -> None:
         return
     state["url_restored"] = True
     _restore_model(params.get("model"), config)
-    if "text" in params:
-        state["example"] = state["loaded_example"] = CUSTOM
-        state["text"] = params["text"]
-    elif params.get("example") in examples:
-        state["example"] = params["example"]
+    _restore_text(params, examples)
     parsers = FIELDS | dict.fromkeys(FLAGS, _flag)
     ignored = []
     for key, parse in parsers.items():
@@ -90,15 +95,45 @@ def restore_from_url(config: Settings, examples: Collection[str]) -> None:
         state["url_ignored"] = ", ".join(ignored)
 
 
+def restore_side(prefix: str, params: Mapping[str, str], config: Settings, examples: Collection[str]) -> None:
+    """One side of the compare page from ``<prefix>model``, ``<prefix>example`` or ``<prefix>text``, ``<prefix>bos``."""
+    _restore_model(params.get(prefix + "model"), config, prefix)
+    _restore_text(params, examples, prefix)
+    try:
+        if prefix + "bos" in params:
+            st.session_state[prefix + "add_bos"] = _flag(params[prefix + "bos"])
+    except ValueError:
+        st.session_state["url_ignored"] = f"{prefix}bos={params[prefix + 'bos']}"
+
+
+def _text_params(prefix: str = "") -> dict[str, str | None]:
+    """The model and the example (or own text, when short enough for a link) under ``prefix``."""
+    state = st.session_state
+    custom_model = state.get(prefix + "model_choice") == CUSTOM
+    params = {
+        prefix + "model": state.get(prefix + "model_path") if custom_model else state.get(prefix + "model_choice")
+    }
+    if state.get(prefix + "example") != CUSTOM:
+        params[prefix + "example"] = state.get(prefix + "example")
+    elif len(state.get(prefix + "text", "")) <= URL_TEXT_LIMIT:
+        params[prefix + "text"] = state.get(prefix + "text")
+    return params
+
+
+def sync_sides(prefixes: Collection[str]) -> None:
+    """The compare page's URL: both sides and the language."""
+    state, params = st.session_state, {"lang": st.session_state.get("lang")}
+    for prefix in prefixes:
+        params |= _text_params(prefix)
+        if prefix + "add_bos" in state:
+            params[prefix + "bos"] = str(int(state[prefix + "add_bos"]))
+    st.query_params.from_dict({k: v for k, v in params.items() if v not in (None, "")})
+
+
 def sync_url() -> None:
     """Write the current view into the URL, so copying it shares exactly this view."""
     state = st.session_state
-    custom_model = state.get("model_choice") == CUSTOM
-    params = {"model": state.get("model_path") if custom_model else state.get("model_choice")}
-    if state.get("example") != CUSTOM:
-        params["example"] = state.get("example")
-    elif len(state.get("text", "")) <= URL_TEXT_LIMIT:
-        params["text"] = state.get("text")
+    params = _text_params()
     params["lang"] = state.get("lang")
     params |= {key: str(state[key]) for key in FIELDS if key in state}
     params |= {key: str(int(state[key])) for key in FLAGS if key in state}

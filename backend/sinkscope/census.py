@@ -112,11 +112,12 @@ def start_ray(cluster: Cluster) -> None:
     if ray.is_initialized():
         return
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+    # Ray's core logs a harmless error line for every restartable actor whose arguments sit in its object store
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
     if cluster.address:
         ray.init(address=cluster.address, **quiet)
     else:
         ray.init(num_cpus=os.cpu_count(), include_dashboard=False, **quiet)
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
 
 
 def check_request(request: CensusRequest) -> Any:
@@ -150,6 +151,7 @@ def pipeline(request: CensusRequest, corpus: Any, cluster: Cluster, done: set) -
     import ray.data
 
     ray.data.DataContext.get_current().enable_progress_bars = False  # the census draws its own
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # not a line per stage on the user's terminal
     workers, resources = worker_pool(cluster)
     # read and deal out the whole corpus before the workers start: they hold every CPU, and a step that Ray
     # runs on a CPU of its own (listing files, repartitioning) would wait behind them for ever

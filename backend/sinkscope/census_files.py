@@ -14,6 +14,7 @@ windows already written.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import time
@@ -123,17 +124,22 @@ def written_windows(out: Path) -> set[WindowKey]:
     return set(zip(keys["model"], keys["doc_id"], keys["length"], keys["start"], strict=True))
 
 
-def read_heads(source: Path) -> pd.DataFrame:
-    """The heads table of a census folder, or of one Parquet file with the same columns (an upload)."""
+def read_heads(source: Path | bytes, name: str = "") -> pd.DataFrame:
+    """The heads table of a census folder, or of one Parquet file (a path or its bytes: an upload) with the same
+    columns, such as the page's download."""
     needed = ["model", "length", *WINDOW, *HEAD_COLUMNS]
+    name = name or str(source)
     try:
-        table = _read(source / "heads") if source.is_dir() else pd.read_parquet(source)
+        if isinstance(source, bytes):
+            table = pd.read_parquet(io.BytesIO(source))
+        else:
+            table = _read(source / "heads") if source.is_dir() else pd.read_parquet(source)
     except (OSError, ValueError) as err:
-        raise InputError("error.census_unreadable", path=str(source), reason=str(err).splitlines()[0]) from err
+        raise InputError("error.census_unreadable", path=name, reason=str(err).splitlines()[0]) from err
     missing = [column for column in needed if column not in table.columns]
     if missing or table.empty:
-        raise InputError("error.census_not_heads", path=str(source), missing=", ".join(missing) or "-")
-    return table[needed].astype({"model": str, "length": int, "doc_id": str})
+        raise InputError("error.census_not_heads", path=name, missing=", ".join(missing) or "-")
+    return table[needed].astype({"model": str, "length": int, "doc_id": str, "kind": str})
 
 
 def read_manifest(out: Path) -> dict[str, Any]:

@@ -29,7 +29,7 @@ class Bar:
 
         if self.bar is None:
             self.bar = tqdm(total=progress.docs_total, unit="doc", desc="census", dynamic_ncols=True)
-        self.bar.n = progress.docs_done
+        self.bar.update(progress.docs_done - self.bar.n)  # tqdm's own clock gives the rate and the time left
         rate = progress.tokens / progress.seconds if progress.seconds else 0.0
         self.bar.set_postfix_str(f"{progress.windows} windows, {rate:.0f} tokens/s", refresh=False)
         self.bar.refresh()

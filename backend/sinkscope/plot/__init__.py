@@ -11,6 +11,13 @@ Imports no torch, so it loads fast and works on saved results. Every function ta
     'uniform attention'
 """
 
+from sinkscope.plot.census import (
+    fig_census_kinds,
+    fig_census_layers,
+    fig_census_rate,
+    fig_census_spread,
+    fig_diff_map,
+)
 from sinkscope.plot.explore import (
     KIND_COLORS,
     escape,
@@ -37,6 +44,11 @@ __all__ = [
     "KIND_COLORS",
     "escape",
     "fig_attention",
+    "fig_census_kinds",
+    "fig_census_layers",
+    "fig_census_rate",
+    "fig_census_spread",
+    "fig_diff_map",
     "fig_cache_membership",
     "fig_channel_map",
     "fig_depth_profile",

@@ -1,0 +1,125 @@
+"""Census: sink rates over a whole corpus, per model, window length, layer and head (``sinkscope census``)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+from sinkscope import census_stats
+from sinkscope.census_files import MANIFEST, read_heads
+from sinkscope.errors import InputError
+from sinkscope.names import DEFAULT_EPS
+from sinkscope.plot.census import fig_census_kinds, fig_census_layers, fig_census_rate, fig_census_spread
+
+from views import common
+from views.text import language, num, say, t
+
+SHIPPED = common.ASSETS / "census"
+FOLDER, UPLOAD = "folder", "upload"
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def load_folder(path: str, changed: float) -> pd.DataFrame:
+    """A census folder's heads table; ``changed`` (its manifest's time) reloads a census that grew."""
+    return read_heads(Path(path))
+
+
+@st.cache_data(max_entries=2, show_spinner=False)
+def load_upload(data: bytes, name: str) -> pd.DataFrame:
+    return read_heads(data, name)
+
+
+def shipped() -> dict[str, Path]:
+    return {folder.name: folder for folder in sorted(SHIPPED.iterdir()) if (folder / MANIFEST).exists()}
+
+
+def source_title(key: str) -> str:
+    return {FOLDER: t("census.own_folder"), UPLOAD: t("census.upload")}.get(key, t("census.shipped", name=key))
+
+
+def chosen_census() -> pd.DataFrame | None:
+    """The census the user picked: a shipped one, an uploaded Parquet file, or (not hosted) any folder."""
+    config = common.shared().settings
+    options = [*shipped(), *([] if config.hosted else [FOLDER]), UPLOAD]
+    choice = st.selectbox(t("census.source"), options, format_func=source_title, key="census_source")
+    try:
+        if choice == UPLOAD:
+            limit_kb = config.max_upload_bytes // 1024
+            upload = st.file_uploader(t("census.upload_help", kb=limit_kb), type=["parquet"], key="census_upload")
+            if upload is None:
+                return None
+            if upload.size > config.max_upload_bytes:
+                raise InputError("error.file_too_large", name=upload.name, kb=upload.size // 1024, limit=limit_kb)
+            return load_upload(upload.getvalue(), upload.name)
+        folder = Path(st.text_input(t("census.folder"), key="census_folder")) if choice == FOLDER else shipped()[choice]
+        if choice == FOLDER and not (folder / "heads").is_dir():
+            st.info(t("census.folder_help"))
+            return None
+        manifest = folder / MANIFEST
+        return load_folder(str(folder), manifest.stat().st_mtime if manifest.exists() else 0.0)
+    except InputError as err:
+        st.error(say(err))
+        return None
+
+
+def overview(heads: pd.DataFrame, eps: float) -> None:
+    windows = heads[["model", "length", "doc_id", "start"]].drop_duplicates()
+    cells = st.columns(3)
+    cells[0].metric(t("census.models"), heads["model"].nunique())
+    cells[1].metric(t("census.documents"), heads["doc_id"].nunique())
+    cells[2].metric(t("census.windows"), len(windows))
+    rates = census_stats.rate_by_length(heads, eps)
+    left, right = st.columns(2)
+    left.plotly_chart(fig_census_rate(rates, eps, lang=language()), key="census_rate")
+    left.caption(t("census.rate_help"))
+    right.plotly_chart(fig_census_layers(census_stats.sink_by_layer(heads), lang=language()), key="census_layers")
+
+
+def per_model(heads: pd.DataFrame) -> None:
+    """The spread of sink scores and the head kinds per layer, one column per model (at most two)."""
+    lengths = sorted(heads["length"].unique())
+    length = st.select_slider(t("census.length"), lengths, value=lengths[-1], key="census_length")
+    models = sorted(heads["model"].unique())[:2]
+    for column, model in zip(st.columns(len(models)), models, strict=True):
+        spread = census_stats.sink_spread(heads, model, length)
+        title = t("census.spread_title", model=model, n=length)
+        column.plotly_chart(fig_census_spread(spread, title, lang=language()), key=f"spread_{model}")
+        shares = census_stats.kinds_by_layer(heads, model, length)
+        title = t("census.kinds_title", model=model, n=length)
+        column.plotly_chart(fig_census_kinds(shares, title, lang=language()), key=f"kinds_{model}")
+
+
+def steady(heads: pd.DataFrame, eps: float) -> None:
+    st.subheader(t("census.steady_title", eps=num(eps, ".2f")))
+    table = census_stats.steady_sinks(heads, eps)
+    if table.empty:
+        st.info(t("census.steady_none"))
+        return
+    shown = table.assign(docs_share=100 * table["docs_share"]).rename(columns={
+        "model": t("census.model"), "length": t("census.length_column"), "layer": t("fig.layer"),
+        "head": t("fig.head"), "docs_share": t("census.docs_share"), "sink": t("census.mean_sink")})  # fmt: skip
+    st.dataframe(common.local_table(shown, precision=3), hide_index=True, height=300, key="steady_table")
+
+
+def page() -> None:
+    """Census: sink rates over a whole corpus, per model, window length, layer and head."""
+    st.title(t("census.title"))
+    st.caption(t("census.intro"))
+    common.sidebar()  # the shared sidebar stays drawn, so its text and choices survive a visit here
+    heads = chosen_census()
+    if heads is None:
+        return
+    st.session_state.setdefault("census_eps", DEFAULT_EPS)
+    eps = st.slider(t("explorer.eps"), 0.05, 0.95, step=0.05, key="census_eps")
+    overview(heads, eps)
+    per_model(heads)
+    steady(heads, eps)
+    data = io.BytesIO()
+    heads.to_parquet(data, index=False)
+    st.download_button(t("census.download"), data.getvalue(), "census-heads.parquet", on_click="ignore")
+
+
+if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
+    page()
