@@ -182,3 +182,22 @@ def test_the_command_line_writes_a_census_and_says_what_is_wrong_in_one_line(
     assert main(["census", str(tmp_path / "missing"), "--model", tiny_dir, "--out", str(out)]) == 2
     error = capsys.readouterr().err.strip().splitlines()
     assert error == [f"error: Cannot read the corpus {tmp_path / 'missing'}: no such file or folder."]
+
+
+class AddsBos:
+    """A tokenizer that starts every text with BOS (id 1), as Gemma's does; one id per character."""
+
+    bos_token_id = 1
+
+    def __call__(self, text: str, add_special_tokens: bool = True) -> dict[str, list[int]]:
+        ids = [ord(ch) for ch in text]
+        return {"input_ids": [self.bos_token_id, *ids] if add_special_tokens else ids}
+
+    def get_vocab(self) -> dict[str, int]:
+        return {"a": 97}
+
+
+def test_windows_are_consecutive_start_with_bos_where_the_tokenizer_adds_it_and_are_all_full() -> None:
+    windows = cut_windows(AddsBos(), "abcdefghij", length=4, count=5)
+    assert windows == [(0, [1, 97, 98, 99]), (3, [1, 100, 101, 102]), (6, [1, 103, 104, 105])]  # "j" is left over
+    assert cut_windows(AddsBos(), "abc", length=8, count=1) == []

@@ -22,6 +22,8 @@ Interventions apply to every forward pass inside a ``with`` block, in this threa
     >>> float(dropped.heads["sink"][2:].max())         # no head in layers 2-29 can read token 0 any more
     0.0
 
+A census of a whole corpus runs on Ray (``sinkscope.run_census``; ``sinkscope census`` on the command line).
+
 Figures (``sinkscope.plot``) take these arrays and return Plotly figures; importing them, the
 metrics or the command line loads no torch. Attributes load on first use.
 """
@@ -54,6 +56,9 @@ _EXPORTS = {
     "polarize": "sinkscope.lab",
     "train": "sinkscope.toy",
     "TrainingRun": "sinkscope.toy",
+    "run_census": "sinkscope.census",
+    "CensusRequest": "sinkscope.census",
+    "Cluster": "sinkscope.census",
     "SinkscopeError": "sinkscope.errors",
     "InputError": "sinkscope.errors",
     "ModelLoadError": "sinkscope.errors",
@@ -61,7 +66,8 @@ _EXPORTS = {
     "BUNDLED": "sinkscope.bundled",
     "DEFAULT_MODEL": "sinkscope.bundled",
 }
-_SUBMODULES = {"plot", "metrics", "names", "interventions", "streaming", "lab", "capture", "models", "i18n"}
+_SUBMODULES = {"plot", "metrics", "names", "interventions", "streaming", "lab", "capture", "models", "i18n", "census",
+               "census_stats"}  # fmt: skip
 __all__ = sorted(_EXPORTS) + sorted(_SUBMODULES)
 
 

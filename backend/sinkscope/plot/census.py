@@ -41,15 +41,7 @@ def fig_census_layers(by_layer: pd.DataFrame, lang: str = "en") -> go.Figure:
     for (model, length), rows in by_layer.groupby(["model", "length"], sort=True):
         name = escape(f"{model}, T={length}")
         fig.add_scatter(x=rows["layer"], y=rows["sink"], name=name, mode="lines+markers")
-    fig.update_layout(
-        title=heading(tr("fig.census_layers_title"), width=50),
-        xaxis={"title": tr("fig.layer")},
-        yaxis={"title": tr(TITLES["sink"]), "range": [0, 1]},
-        legend=LEGEND_BELOW,
-        height=420,
-        margin=BELOW,
-    )
-    return fig
+    return _sink_per_layer(fig, tr, tr("fig.census_layers_title"))
 
 
 def fig_census_spread(spread: pd.DataFrame, title: str, lang: str = "en") -> go.Figure:
@@ -61,13 +53,19 @@ def fig_census_spread(spread: pd.DataFrame, title: str, lang: str = "en") -> go.
             lowerfence=spread["p5"], upperfence=spread["p95"], marker_color=PALETTE[0], name=tr("metric.sink"),
         )
     )  # fmt: skip
+    return _sink_per_layer(fig, tr, title, tr("fig.census_spread_subtitle"), legend=False)
+
+
+def _sink_per_layer(fig: go.Figure, tr: Text, title: str, subtitle: str = "", legend: bool = True) -> go.Figure:
+    """The layout both per-layer sink figures share: layers across, the sink score (0 to 1) up."""
     fig.update_layout(
-        title=heading(title, tr("fig.census_spread_subtitle"), width=50),
+        title=heading(title, subtitle, width=50),
         xaxis={"title": tr("fig.layer")},
         yaxis={"title": tr(TITLES["sink"]), "range": [0, 1]},
-        showlegend=False,
-        height=380,
-        margin=MARGIN,
+        showlegend=legend,
+        legend=LEGEND_BELOW,
+        height=420 if legend else 380,
+        margin=BELOW if legend else MARGIN,
     )
     return fig
 
