@@ -362,7 +362,8 @@ def request_controls(prefix: str = "") -> Request | None:
     add_bos = None
     if has_bos(loaded.tokenizer):
         st.session_state.setdefault(prefix + "add_bos", adds_bos_by_default(loaded.tokenizer))
-        label = t("side.add_bos", token=loaded.tokenizer.bos_token)
+        # a compare side is half as wide as the sidebar's text: a shorter label
+        label = t("compare.add_bos" if prefix else "side.add_bos", token=loaded.tokenizer.bos_token)
         add_bos = st.toggle(label, key=prefix + "add_bos", help=t("side.add_bos_help"))
     _token_count_caption(loaded, text, add_bos)
     truncate = st.session_state.get(prefix + "truncate_text") == text

@@ -62,7 +62,13 @@ def restore_sides() -> None:
 def side(prefix: str, column: st.delta_generator.DeltaGenerator) -> common.Analysis | None:
     with column:
         st.subheader(t("compare.side", side=prefix[0].upper()))
-        request = common.request_controls(prefix)
+        with st.expander(t("compare.settings")):  # closed: the comparison, not the controls, fills the screen
+            request = common.request_controls(prefix)
+        example = st.session_state.get(prefix + "example")
+        titles = {key: t(value["title"]) for key, value in common.EXAMPLES.items()}
+        st.caption(t("compare.summary", model=request.model if request else "-",
+                     text=titles.get(example, t("side.own_text")),
+                     bos=t("compare.with_bos" if request and request.add_bos else "compare.without_bos")))  # fmt: skip
         return common.analysis_of(request, prefix) if request is not None else None
 
 
@@ -75,7 +81,7 @@ def rates(a: Trace, b: Trace, eps: float) -> None:
     cells = st.columns(2)
     for cell, (prefix, trace) in zip(cells, zip(SIDES, (a, b), strict=True), strict=True):
         heading = t("compare.rate", side=prefix[0].upper(), eps=num(eps, ".2f"), n=trace.n_tokens)
-        cell.metric(heading, t("explorer.of_heads", rate=num(trace.sink_rate(eps), ".1f")))
+        cell.metric(heading, t("compare.percent", rate=num(trace.sink_rate(eps), ".1f")))  # half width: short
 
 
 def head_maps(a: Trace, b: Trace) -> None:

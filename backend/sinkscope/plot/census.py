@@ -24,7 +24,7 @@ def fig_census_rate(rates: pd.DataFrame, eps: float, lang: str = "en") -> go.Fig
                         line={"color": color}, customdata=rows["docs"],
                         hovertemplate=tr("fig.census_rate_hover"))  # fmt: skip
     fig.update_layout(
-        title=heading(tr("fig.census_rate_title", eps=eps), tr("fig.census_rate_subtitle"), width=50),
+        title=heading(tr("fig.census_rate_title", eps=eps), tr("fig.census_rate_subtitle")),
         xaxis={"title": tr("fig.window_length"), "type": "log", "tickvals": sorted(rates["length"].unique())},
         yaxis={"title": tr("fig.sink_rate_percent"), "range": [0, 100]},
         legend=LEGEND_BELOW,
@@ -59,7 +59,7 @@ def fig_census_spread(spread: pd.DataFrame, title: str, lang: str = "en") -> go.
 def _sink_per_layer(fig: go.Figure, tr: Text, title: str, subtitle: str = "", legend: bool = True) -> go.Figure:
     """The layout both per-layer sink figures share: layers across, the sink score (0 to 1) up."""
     fig.update_layout(
-        title=heading(title, subtitle, width=50),
+        title=heading(title, subtitle),
         xaxis={"title": tr("fig.layer")},
         yaxis={"title": tr(TITLES["sink"]), "range": [0, 1]},
         showlegend=legend,
@@ -78,7 +78,7 @@ def fig_census_kinds(shares: pd.DataFrame, title: str, lang: str = "en") -> go.F
         fig.add_bar(x=shares.index, y=100 * shares[str(kind)], name=tr.kind(kind), marker_color=color)
     fig.update_layout(
         barmode="stack",
-        title=heading(title, width=50),
+        title=heading(title),
         xaxis={"title": tr("fig.layer")},
         yaxis={"title": tr("fig.heads_percent"), "range": [0, 100]},
         legend=LEGEND_BELOW,
