@@ -151,7 +151,9 @@ def pipeline(request: CensusRequest, corpus: Any, cluster: Cluster, done: set) -
     import ray.data
 
     ray.data.DataContext.get_current().enable_progress_bars = False  # the census draws its own
-    logging.getLogger("ray.data").setLevel(logging.WARNING)  # not a line per stage on the user's terminal
+    # not a line per stage on the user's terminal, nor the "no CPU left, the job will hang" warning: the
+    # workers hold every CPU on purpose, and the stages before them need none
+    logging.getLogger("ray.data").setLevel(logging.ERROR)
     workers, resources = worker_pool(cluster)
     # read and deal out the whole corpus before the workers start: they hold every CPU, and a step that Ray
     # runs on a CPU of its own (listing files, repartitioning) would wait behind them for ever
@@ -170,9 +172,7 @@ def pipeline(request: CensusRequest, corpus: Any, cluster: Cluster, done: set) -
         fn_constructor_kwargs={"device": device, "dtype": "auto"},
         compute=ray.data.ActorPoolStrategy(size=workers),
         batch_size=1,  # one window a call: the fairest split, and progress as each one ends
-        max_restarts=-1,
-        max_task_retries=-1,  # a worker that dies is started again and its window retried
-        **resources,
+        **resources,  # Ray Data restarts a worker that dies (max_restarts=-1) and retries its window
     )
 
 
@@ -189,6 +189,8 @@ def run_census(
     writer.write_manifest(asdict(request), complete=False)
     start_ray(cluster)
     started, last_flush, waiting, skipped = time.monotonic(), time.monotonic(), Counter(), Counter()
+    if progress is not None:
+        progress(CensusProgress(0, corpus.n_docs, 0, 0, 0.0))  # the bar's clock starts with the workers
     for batch in pipeline(request, corpus, cluster, writer.done).iter_batches(batch_size=None, batch_format="numpy"):
         for row in (dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)):
             if row["problem"]:  # "too_short" is one length of a document; the others end a document
