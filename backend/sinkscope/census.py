@@ -89,7 +89,7 @@ class CensusWorker:
         out: dict[str, list] = {name: [] for name in RESULT_COLUMNS}
         for row in (dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)):
             trace = analyze_ids(self.loaded(row["model"]), list(row["ids"])) if not row["problem"] else None
-            for name in WINDOW_COLUMNS[:4] + ("problem", "doc_windows"):
+            for name in PASSED:
                 out[name].append(row[name])
             out["n_heads"].append(trace.shape[1] if trace else 0)
             # plain lists, not arrays: Ray cannot join tensor columns with the empty ones of problem rows
@@ -101,8 +101,8 @@ class CensusWorker:
         return out
 
 
-RESULT_COLUMNS = (*WINDOW_COLUMNS[:4], "problem", "doc_windows", "n_heads", *HEAD_METRICS, "kind",
-                  *("layer_" + name for name in LAYER_METRICS))  # fmt: skip
+PASSED = tuple(name for name in WINDOW_COLUMNS if name != "ids")  # a window's identity, as the windower gave it
+RESULT_COLUMNS = (*PASSED, "n_heads", *HEAD_METRICS, "kind", *("layer_" + name for name in LAYER_METRICS))
 
 
 def start_ray(cluster: Cluster) -> None:
@@ -193,14 +193,8 @@ def run_census(
         progress(CensusProgress(0, corpus.n_docs, 0, 0, 0.0))  # the bar's clock starts with the workers
     for batch in pipeline(request, corpus, cluster, writer.done).iter_batches(batch_size=None, batch_format="numpy"):
         for row in (dict(zip(batch, values, strict=True)) for values in zip(*batch.values(), strict=True)):
-            if row["problem"]:  # "too_short" is one length of a document; the others end a document
-                skipped[str(row["problem"])] += int(row["problem"] != "finished")
-                summary.docs += int(row["problem"] != "too_short")
-                continue
-            writer.add(row)
-            summary.windows, summary.tokens = summary.windows + 1, summary.tokens + int(row["length"])
-            waiting[row["doc_id"]] += 1
-            summary.docs += int(waiting[row["doc_id"]] == row["doc_windows"])
+            if _count(row, summary, waiting, skipped):
+                writer.add(row)
         if writer.buffered >= FLUSH_WINDOWS or time.monotonic() - last_flush > FLUSH_SECONDS:
             writer.flush()
             last_flush = time.monotonic()
@@ -213,6 +207,19 @@ def run_census(
         raise InputError("error.census_nothing", skipped=_said(summary.skipped))
     writer.write_manifest(asdict(request), complete=True, summary=asdict(summary))
     return summary
+
+
+def _count(row: dict[str, Any], summary: CensusSummary, waiting: Counter, skipped: Counter) -> bool:
+    """Count one returned row into the summary; True when it is an analyzed window to write."""
+    problem = str(row["problem"])
+    if problem:  # "too_short" is one length of a document; the other problems end a document
+        skipped[problem] += int(problem != "finished")
+        summary.docs += int(problem != "too_short")
+        return False
+    summary.windows, summary.tokens = summary.windows + 1, summary.tokens + int(row["length"])
+    waiting[row["doc_id"]] += 1
+    summary.docs += int(waiting[row["doc_id"]] == row["doc_windows"])  # its last window is back
+    return True
 
 
 def _said(skipped: dict[str, int]) -> str:
