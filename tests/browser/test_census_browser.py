@@ -41,5 +41,5 @@ def test_an_uploaded_census_is_shown_and_a_broken_one_is_explained(page: Page, a
     expect(page.get_by_text(re.compile("Cannot read the census broken.parquet"))).to_be_visible(timeout=LOAD)
     page.get_by_test_id("stMainBlockContainer").locator("input[type=file]").set_input_files(str(upload))
     settled(page)
-    expect(page.get_by_text("Sink rate (eps = 0.3) against window length").first).to_be_visible(timeout=LOAD)
+    expect(page.get_by_text(re.compile(r"^Sink rate \(eps = 0.3\) against")).first).to_be_visible(timeout=LOAD)
     expect(page.get_by_test_id("stMetricValue").nth(1)).to_have_text("8")
