@@ -73,7 +73,7 @@ def side(prefix: str, column: st.delta_generator.DeltaGenerator) -> common.Analy
 
 
 def label(prefix: str, analysis: common.Analysis) -> str:
-    """ "A: smollm2-135m, 58 tokens": what a legend calls a side."""
+    """What a legend calls a side, such as "A: smollm2-135m, 58 tokens"."""
     return t("compare.legend", side=prefix[0].upper(), model=analysis.request.model, n=analysis.trace.n_tokens)
 
 
