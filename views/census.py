@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -116,9 +117,14 @@ def page() -> None:
     overview(heads, eps)
     per_model(heads)
     steady(heads, eps)
+    download = partial(parquet_bytes, heads)  # built only when clicked
+    st.download_button(t("census.download"), download, "census-heads.parquet", on_click="ignore")
+
+
+def parquet_bytes(table: pd.DataFrame) -> bytes:
     data = io.BytesIO()
-    heads.to_parquet(data, index=False)
-    st.download_button(t("census.download"), data.getvalue(), "census-heads.parquet", on_click="ignore")
+    table.to_parquet(data, index=False)
+    return data.getvalue()
 
 
 if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
