@@ -41,9 +41,9 @@ def full_cache_steps(loaded: object, ids: list[int], checkpoints: set[int], memo
 def sink_steps(
     loaded: object, ids: list[int], checkpoints: set[int], memory: list[float], sinks: int, window: int
 ) -> None:
-    with streaming.streamer(loaded, sinks, window) as (step, _):
+    with streaming.streamer(loaded, (sinks,), sinks + window) as (step, _):
         for t, token in enumerate(ids):
-            step(token)
+            step([token])
             if t + 1 in checkpoints:
                 memory.append(rss_gb())
 

@@ -6,18 +6,49 @@ from pydoc_data.topics import topics
 
 import numpy as np
 import pytest
-from sinkscope import streaming
+import torch
+from sinkscope import attention, streaming
 from sinkscope.errors import InputError, ModelLoadError
 from sinkscope.models import LoadedModel
+from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, eager_attention_forward
 
 from tests.conftest import tiny_loaded
+
+
+def streaming_llm_by_the_book(loaded: LoadedModel, ids: list[int], sinks: int, window: int) -> np.ndarray:
+    """StreamingLLM as the paper writes it, for reference: keep every key before its rotation, re-rotate the
+    whole cache to positions 0 .. size-1 at every step and attend with Hugging Face's own eager attention."""
+    model, kept = loaded.model, []
+    stored: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # layer -> (pre-rotation key, value) each
+
+    def attend(module, query, key, value, mask, scaling=None, softcap=None):  # noqa: ANN001, ANN202
+        cos, sin = model.model.rotary_emb(value, torch.arange(len(kept))[None])  # (1, size, head_dim)
+        _, unrotated = apply_rotary_pos_emb(key, key, cos[:, -1:], -sin[:, -1:])  # undo R(size - 1)
+        entries = stored.setdefault(module.layer_idx, [])
+        entries.append((unrotated, value))
+        _, keys = apply_rotary_pos_emb(key, torch.cat([k for k, _ in entries], dim=2), cos, sin)
+        values = torch.cat([v for _, v in entries], dim=2)
+        return eager_attention_forward(module, query, keys, values, None, scaling=scaling, dropout=0.0)
+
+    nll = []
+    with attention.overriding(attend), torch.inference_mode():
+        for t in range(len(ids) - 1):
+            if len(kept) == sinks + window:
+                del kept[sinks]
+                for entries in stored.values():
+                    del entries[sinks]
+            kept.append(t)
+            position = torch.tensor([[len(kept) - 1]])
+            logits = model(input_ids=torch.tensor([[ids[t]]]), position_ids=position, use_cache=False).logits
+            nll.append(-torch.log_softmax(logits[0, -1], dim=-1)[ids[t + 1]].item())
+    return np.array(nll)
 
 
 def test_the_cache_keeps_the_sinks_and_the_most_recent_tokens() -> None:
     cache = streaming.SinkCache(sinks=(2,), capacity=5)
     slots = [cache.admit() for _ in range(10)]
     assert cache.kept == [[0, 1, 7, 8, 9]]
-    assert slots == [0, 1, 2, 3, 4, 4, 4, 4, 4, 4]  # positions inside the cache, never the text position
+    assert slots == [[0], [1], [2], [3], [4], [2], [3], [4], [2], [3]]  # each new token over the oldest non-sink
 
 
 def test_without_sinks_only_recent_tokens_stay() -> None:
@@ -30,6 +61,13 @@ def test_without_sinks_only_recent_tokens_stay() -> None:
 def test_a_cache_must_hold_the_current_token() -> None:
     with pytest.raises(InputError):
         streaming.SinkCache(sinks=(4,), capacity=4)
+
+
+@pytest.mark.parametrize(("sinks", "window"), [(3, 5), (1, 4), (0, 6)])
+def test_the_ring_cache_scores_as_streaming_llm_by_the_book(random_ids: list[int], sinks: int, window: int) -> None:
+    loaded = tiny_loaded("llama-gqa")
+    streamed, _ = streaming.stream(loaded, random_ids, sinks, window)
+    np.testing.assert_allclose(streamed, streaming_llm_by_the_book(loaded, random_ids, sinks, window), atol=1e-5)
 
 
 def test_the_stored_keys_never_exceed_sinks_plus_window(random_ids: list[int]) -> None:

@@ -1,7 +1,8 @@
 """StreamingLLM (Xiao et al., ICLR 2024): a rolling KV cache of S sink tokens plus the last W tokens.
 
-Keys are stored before the rotary rotation and re-rotated to their positions inside the cache
-(0 .. size-1) at every step, as StreamingLLM does for RoPE models. The methods of metrics.md
+Attention scores follow StreamingLLM's positions inside the cache (0 .. size-1) for RoPE models, computed
+without re-rotating the cache: keys keep their text position's rotation in a preallocated ring, and only the
+query is turned back for the sink tokens. The methods of metrics.md
 each give a per-token negative log-likelihood; perplexity is exp(mean).
 
 Several caches of one size stream side by side as one batch ("lanes": the window and the sinks method, or
@@ -15,7 +16,6 @@ import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from functools import partial
 
 import numpy as np
 import torch
@@ -34,42 +34,51 @@ MethodsProgress = Callable[[dict[str, list[float]], int], bool]  # ({method: NLL
 
 @dataclass
 class SinkCache:
-    """Pre-rotation keys and values per layer for lanes of one size: lane b keeps its first ``sinks[b]`` tokens
-    and the most recent ones, ``capacity`` tokens in all."""
+    """Keys and values per layer for lanes of one size, preallocated: lane b keeps its first ``sinks[b]`` tokens
+    in slots 0 .. sinks[b]-1 and writes every later token over its oldest one that is not a sink (a ring)."""
 
     sinks: tuple[int, ...]
     capacity: int
-    keys: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (lane, kv_head, size, head_dim)
+    keys: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (lane, kv_head, capacity, head_dim)
     values: dict[int, torch.Tensor] = field(default_factory=dict)
-    kept: list[list[int]] = field(default_factory=list)  # per lane: the text position of every entry, in order
+    kept: list[list[int]] = field(default_factory=list)  # per lane: the text position of every entry, oldest first
     seen: int = 0  # tokens admitted so far
 
     def __post_init__(self) -> None:
         if not self.sinks or min(self.sinks) < 0 or self.capacity <= max(self.sinks):
             raise InputError("error.window")
         self.kept = [[] for _ in self.sinks]
-        survivors = [[i for i in range(self.capacity) if i != sinks] for sinks in self.sinks]
-        self._survivors = torch.tensor(survivors)  # (lane, capacity - 1): what stays when a lane evicts
+        slots = torch.arange(self.capacity)
+        self.is_sink = torch.stack([slots < sinks for sinks in self.sinks])  # (lane, slot)
+        self._slots = torch.zeros(len(self.sinks), dtype=torch.long)  # (lane,): where the current token goes
 
-    def admit(self) -> int:
-        """Make room for the next token of the text; return its position inside the cache."""
-        if self.seen >= self.capacity:  # full: every lane drops its oldest token that is not a sink
-            for kept, sinks in zip(self.kept, self.sinks, strict=True):
+    @property
+    def size(self) -> int:
+        """Entries each lane holds now."""
+        return min(self.seen, self.capacity)
+
+    def admit(self) -> list[int]:
+        """Make room for the next token of the text; return the slot each lane writes it to."""
+        t = self.seen
+        ring = [sinks + (t - sinks) % (self.capacity - sinks) for sinks in self.sinks]
+        slots = [t] * len(self.sinks) if t < self.capacity else ring
+        for kept, sinks in zip(self.kept, self.sinks, strict=True):
+            if t >= self.capacity:  # full: drop the oldest token that is not a sink
                 del kept[sinks]
-            for store in (self.keys, self.values):
-                for layer, tensor in store.items():
-                    lanes, heads, _, dim = tensor.shape
-                    index = self._survivors.to(tensor.device)[:, None, :, None].expand(lanes, heads, -1, dim)
-                    store[layer] = tensor.gather(2, index)  # (lane, kv_head, capacity - 1, head_dim)
-        for kept in self.kept:
-            kept.append(self.seen)
+            kept.append(t)
         self.seen += 1
-        return len(self.kept[0]) - 1
+        self._slots = torch.tensor(slots)
+        return slots
 
-    def append(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> None:
-        """Add one token's (lane, kv_head, 1, head_dim) key and value to a layer."""
+    def write(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store one token's (lane, kv_head, 1, head_dim) key and value; return the filled (lane, kv_head, size,
+        head_dim) keys and values."""
+        lanes = torch.arange(len(self.sinks))
         for store, new in ((self.keys, key), (self.values, value)):
-            store[layer] = torch.cat([store[layer], new], dim=2) if layer in store else new
+            if layer not in store:
+                store[layer] = new.new_zeros(new.shape[0], new.shape[1], self.capacity, new.shape[3])
+            store[layer][lanes, :, self._slots.to(new.device)] = new[:, :, 0]  # (lane, kv_head, head_dim)
+        return self.keys[layer][:, :, : self.size], self.values[layer][:, :, : self.size]
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -93,21 +102,34 @@ def rotary_of(model: torch.nn.Module) -> Callable[[torch.Tensor], tuple[torch.Te
 
 
 def _stream_attention(
-    cache: SinkCache, rotary: tuple[torch.Tensor, torch.Tensor], module: torch.nn.Module, query: torch.Tensor,
-    key: torch.Tensor, value: torch.Tensor, attention_mask: object, scaling: float | None = None,
-    softcap: float | None = None,
+    cache: SinkCache, turn_back: tuple[torch.Tensor, torch.Tensor] | None, module: torch.nn.Module,
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: object,
+    scaling: float | None = None, softcap: float | None = None,
 ) -> tuple[torch.Tensor, None]:  # fmt: skip
-    """One new token per lane against the cache: un-rotate its key, store it, re-rotate every key to its slot."""
-    size = len(cache.kept[0])
-    cos, sin = rotary[0][:size], rotary[1][:size]  # (size, head_dim): cache positions 0..size-1
-    new_key = key * cos[-1] - rotate_half(key) * sin[-1]  # (lane, kv_head, 1, head_dim), undo R(size - 1)
-    cache.append(module.layer_idx, new_key, value)
-    stored = cache.keys[module.layer_idx]
-    keys = stored * cos + rotate_half(stored) * sin  # (lane, kv_head, size, head_dim), positions 0..size-1
-    values = cache.values[module.layer_idx]
-    lanes = [attention.eager(query[b : b + 1], keys[b : b + 1], values[b : b + 1], None, scaling, softcap)[0]
-             for b in range(query.shape[0])]  # fmt: skip  # the model's own math, one lane at a time
-    return torch.cat(lanes), None  # (lane, 1, head, head_dim)
+    """One new token per lane against its cache, as StreamingLLM scores it at cache positions 0 .. size-1.
+
+    Every key keeps the rotation of its text position, so the query (at text position t) sees each recent key
+    at its cache distance unchanged; the sinks sit at cache positions 0 .. S-1, so for them alone the query is
+    turned back by the number of evicted tokens (``turn_back``). No stored key is ever rotated again.
+    """
+    keys, values = cache.write(module.layer_idx, key, value)  # (lane, kv_head, size, head_dim)
+    lanes, n_heads, _, head_dim = query.shape
+    n_kv = keys.shape[1]
+    query = query * (head_dim**-0.5 if scaling is None else scaling)
+    grouped = query.reshape(lanes, n_kv, n_heads // n_kv, head_dim)  # (lane, kv_head, group, head_dim)
+    scores = grouped @ keys.transpose(2, 3)  # (lane, kv_head, group, size)
+    n_sinks = max(cache.sinks)
+    if turn_back is not None and n_sinks:
+        cos, sin = turn_back
+        at_cache_end = grouped * cos - rotate_half(grouped) * sin  # undo R(evicted): the query at slot size-1
+        to_sinks = at_cache_end @ keys[:, :, :n_sinks].transpose(2, 3)  # (lane, kv_head, group, n_sinks)
+        is_sink = cache.is_sink[:, None, None, :n_sinks].to(scores.device)  # (lane, 1, 1, n_sinks)
+        scores[..., :n_sinks] = torch.where(is_sink, to_sinks, scores[..., :n_sinks])
+    if softcap is not None:
+        scores = torch.tanh(scores / softcap) * softcap
+    weights = torch.softmax(scores.float(), dim=-1).to(values.dtype)
+    mixed = weights @ values  # (lane, kv_head, group, head_dim)
+    return mixed.reshape(lanes, n_heads, 1, head_dim).transpose(1, 2), None  # (lane, 1, head, head_dim)
 
 
 def _nll(logits: torch.Tensor, targets: torch.Tensor) -> np.ndarray:
@@ -122,13 +144,18 @@ def streamer(
 ) -> Iterator[tuple[Callable[[list[int]], torch.Tensor], SinkCache]]:
     """A step function feeding one token per lane through the lanes' caches -> their (lane, vocab) logits."""
     model, cache = loaded.model, SinkCache(sinks, capacity)
-    rotary = rotary_of(model)(torch.arange(cache.capacity, device=model.device))  # every slot's angle, once
-    attend = partial(_stream_attention, cache, rotary)
+    rotary = rotary_of(model)
+    turn_back: list[tuple[torch.Tensor, torch.Tensor] | None] = [None]  # this step's, read by every layer
+
+    def attend(*args: object, **kwargs: object) -> tuple[torch.Tensor, None]:
+        return _stream_attention(cache, turn_back[0], *args, **kwargs)
 
     def step(tokens: list[int]) -> torch.Tensor:
-        position = cache.admit()
+        cache.admit()
+        evicted = cache.seen - cache.size
+        turn_back[0] = rotary(torch.tensor([evicted], device=model.device)) if evicted else None  # (1, head_dim)
         inputs = torch.tensor(tokens, device=model.device)[:, None]  # (lane, 1)
-        positions = torch.full_like(inputs, position)
+        positions = torch.full_like(inputs, cache.seen - 1)  # the text position: keys are stored rotated by it
         return model(input_ids=inputs, position_ids=positions, use_cache=False).logits[:, -1]
 
     with attention.overriding(attend), torch.inference_mode():
