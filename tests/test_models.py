@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 from sinkscope import bundled
 from sinkscope import models as sinkscope_models
 from sinkscope.bundled import BUNDLED
@@ -239,3 +240,18 @@ def test_staging_folders_left_by_a_killed_start_are_removed(tmp_path: Path, monk
     os.utime(old, (0, 0))
     assert sinkscope_models.dequantized_dir("smollm2-135m") == done
     assert not old.exists() and running.exists()  # a start in progress elsewhere keeps its folder
+
+
+@pytest.mark.parametrize("name", ["llama-gqa", "gpt2"])
+def test_weights_laid_out_for_decoding_give_the_same_outputs(name: str) -> None:
+    """The CPU layout changes strides only: same logits for a text and for one-token lanes, ties kept."""
+    model, laid_out = build_tiny(name, "sdpa"), build_tiny(name, "sdpa")
+    sinkscope_models.lay_out_for_decoding(laid_out)
+    text, lanes = torch.arange(9)[None], torch.tensor([[5], [7]])  # (1, 9) and (lane, 1) token ids
+    for ids in (text, lanes):
+        torch.testing.assert_close(laid_out(input_ids=ids).logits, model(input_ids=ids).logits, rtol=0, atol=1e-5)
+    for before, after in zip(model.modules(), laid_out.modules(), strict=True):
+        if isinstance(after, torch.nn.Linear):
+            assert after.weight.shape == before.weight.shape and after.weight.T.is_contiguous()
+    tied = laid_out.get_input_embeddings().weight is laid_out.get_output_embeddings().weight
+    assert tied == (name == "gpt2")

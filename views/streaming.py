@@ -14,6 +14,7 @@ from views import common, url_state
 from views.text import language, num, say, t
 
 SINK_CHOICES = [0, 1, 2, 4, 8]
+DEFAULT_TOKENS = 256  # the 60-token window evicts for 190 tokens: the jump shows, and a class waits < 30 s
 PAPER_POLICIES = ["stream.paper_dense", "stream.paper_window", "stream.paper_recompute", "stream.paper_sinks"]
 
 
@@ -31,7 +32,7 @@ def controls(limit: int) -> tuple[bool, dict]:
     with st.form("stream_form"):
         left, right = st.columns(2)
         source = left.radio(t("stream.text"), ["builtin", "sidebar"], key="stream_source", format_func=source_label)
-        n_tokens = left.slider(t("stream.tokens"), 64, limit, min(512, limit), 32, key="stream_tokens")
+        n_tokens = left.slider(t("stream.tokens"), 64, limit, min(DEFAULT_TOKENS, limit), 32, key="stream_tokens")
         sinks = right.select_slider(t("stream.sinks"), SINK_CHOICES, value=4, key="stream_sinks")
         window = right.slider(t("stream.window"), 4, 1020, 60, key="stream_window")
         chosen = st.multiselect(

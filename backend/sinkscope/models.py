@@ -194,6 +194,24 @@ def model_info(model: Any, name: str, label: str) -> ModelInfo:
     )
 
 
+def lay_out_for_decoding(model: torch.nn.Module) -> None:
+    """Store every Linear weight transposed in memory: the same values and shape, (in, out)-contiguous.
+
+    A one-token step (streaming, generation) multiplies one or two rows by every weight; on a CPU, MKL reads a
+    weight laid out this way about twice as fast for so few rows, and a whole text's forward costs the same.
+    Tied weights (the embedding and the output head) stay one parameter.
+    """
+    moved: dict[int, torch.nn.Parameter] = {}
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear) and id(module.weight) not in moved:
+            weight = module.weight.detach()
+            moved[id(module.weight)] = torch.nn.Parameter(weight.T.contiguous().T, requires_grad=False)
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if isinstance(weight, torch.nn.Parameter) and id(weight) in moved:
+            module.weight = moved[id(weight)]
+
+
 def load_model(
     spec: str,
     device: str = "auto",
@@ -219,4 +237,6 @@ def load_model(
     except (OSError, ValueError, ImportError) as err:
         raise ModelLoadError("error.cannot_load", spec=spec, reason=str(err).splitlines()[0]) from err
     model.to(device).eval().requires_grad_(False)
+    if device == "cpu":
+        lay_out_for_decoding(model)
     return LoadedModel(model, tokenizer, model_info(model, spec, label))
