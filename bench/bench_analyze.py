@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pydoc_data.topics import topics  # noqa: E402  (long English text that ships with Python)
 
+import sinkscope  # noqa: E402, F401  (first: it sets OpenMP's wait policy, read when torch loads)
 import torch  # noqa: E402
 from sinkscope.bundled import DEFAULT_MODEL  # noqa: E402
 from sinkscope.capture import analyze_ids  # noqa: E402
@@ -59,7 +61,8 @@ def seconds(run: Callable[[], object]) -> tuple[float, float]:
 def busy_machine(enabled: bool) -> Iterator[None]:
     """A second process doing matrix products on every core for as long as the block runs."""
     code = "import torch\nx = torch.randn(768, 768)\nwhile True:\n    x = torch.tanh(x @ x)"
-    burner = subprocess.Popen([sys.executable, "-c", code]) if enabled else None
+    neighbour = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}  # OpenMP's own default: it spins
+    burner = subprocess.Popen([sys.executable, "-c", code], env=neighbour) if enabled else None
     try:
         time.sleep(2 if enabled else 0)  # let it spin up
         yield
@@ -120,7 +123,9 @@ def main() -> None:
     loaded = load_model(DEFAULT_MODEL)
     sdpa = sdpa_model()
     forward(sdpa, token_ids(loaded.tokenizer, 64), logits=True)  # warm-up
-    print(f"model: {loaded.info.badge()}; torch threads: {torch.get_num_threads()}; busy machine: {args.load}")
+    policy = os.environ.get("OMP_WAIT_POLICY") or "OpenMP's default"
+    print(f"model: {loaded.info.badge()}; torch threads: {torch.get_num_threads()}; wait policy: {policy}; "
+          f"busy machine: {args.load}")  # fmt: skip
     print("plain = model(ids) with SDPA, logits included; stack = the decoder stack only (what analyze runs)")
     columns = ["T", "plain (s)", "stack (s)", "analyze (s)", "analyze/plain", "analyze/stack", "CPU analyze/plain"]
     columns += ["peak plain (GB)", "peak analyze (GB)"]

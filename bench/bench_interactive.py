@@ -1,10 +1,14 @@
 """Benchmark: the app as a class uses it, in a real browser (Playwright + Debian's chromium) on a real server.
 
-    python bench/bench_interactive.py [--repeats 5] [--sessions 30] [--skip fresh,load]
+    python bench/bench_interactive.py [--repeats 5] [--sessions 30] [--skip fresh,load] [--crowd-of browsers]
 
 Prints each interaction's median over --repeats beside its target (the speed issue's table), then the load
 figures: many sessions opening one shared link at once, and a short analysis beside a long streaming sweep.
 Wall-clock seconds: run it on an unloaded machine.
+
+The crowd is, by default, that many sessions speaking Streamlit's own websocket protocol, as the server sees a
+class of browsers on laptops of their own; each session's drawing is the warm first-heatmap row, measured in
+a real browser. ``--crowd-of browsers`` opens that many Chromium pages instead, on this machine's own cores.
 """
 
 from __future__ import annotations
@@ -25,8 +29,11 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import websockets  # noqa: E402
 from playwright.async_api import async_playwright  # noqa: E402
 from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, wait_healthy  # noqa: E402
 from tests.browser.layout import settled  # noqa: E402
@@ -207,9 +214,31 @@ async def one_visit(browser: object, url: str, text: str) -> tuple[float, bool]:
     return waited, shown == text
 
 
-async def crowd(url: str, sessions: int) -> list[tuple[float, bool] | BaseException]:
-    """``sessions`` browsers opening one shared link at the same moment."""
+async def protocol_visit(url: str, text: str) -> tuple[float, bool]:
+    """(seconds to the head map's figure, whether the text box held this link's text) for one new session that
+    speaks the browser's websocket protocol: it connects, runs the linked page and reads what comes back."""
+    start = time.perf_counter()
+    stream = url.replace("http://", "ws://") + "/_stcore/stream"
+    async with websockets.connect(stream, subprotocols=["streamlit"], origin=url, max_size=None) as socket:
+        ask = BackMsg()
+        ask.rerun_script.query_string = f"text={quote(text)}"
+        await socket.send(ask.SerializeToString())
+        shown = None
+        while True:
+            message = ForwardMsg.FromString(await socket.recv())
+            element = message.delta.new_element
+            if element.HasField("text_area"):
+                shown = element.text_area.value if element.text_area.set_value else element.text_area.default
+            if element.HasField("plotly_chart") and '"sink:' in element.plotly_chart.spec:
+                return time.perf_counter() - start, shown == text
+
+
+async def crowd(url: str, sessions: int, of: str) -> list[tuple[float, bool] | BaseException]:
+    """``sessions`` visitors opening one shared link at the same moment (websocket sessions or browsers)."""
     text = paragraph(60, 1234)
+    if of == "sessions":
+        visits = [protocol_visit(url, text) for _ in range(sessions)]
+        return await asyncio.gather(*visits, return_exceptions=True)
     async with async_playwright() as playwright:
         browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         link = f"{url}/?text={quote(text)}"
@@ -279,6 +308,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--skip", default="", help="comma-separated: fresh, interactive, load")
+    parser.add_argument("--crowd-of", choices=["sessions", "browsers"], default="sessions")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
     found: dict[str, list[float]] = {}
@@ -288,12 +318,12 @@ def main() -> None:
         if "interactive" not in skip:
             found |= interactive(url, args.repeats)
         if "load" not in skip:
-            results = asyncio.run(crowd(url, args.sessions))
+            results = asyncio.run(crowd(url, args.sessions, args.crowd_of))
             waits = [r[0] for r in results if not isinstance(r, BaseException)]
             crossed = sum(1 for r in results if not isinstance(r, BaseException) and not r[1])
             failures = sum(isinstance(r, BaseException) for r in results)
             found["30 sessions, one link: worst wait"] = [max(waits, default=float("inf"))]
-            print(f"{args.sessions} sessions on one link: median wait {statistics.median(waits):.1f} s, "
+            print(f"{args.sessions} {args.crowd_of} on one link: median wait {statistics.median(waits):.1f} s, "
                   f"worst {max(waits):.1f} s, failures {failures}, saw another text {crossed}, "
                   f"peak server memory {peak_memory_gb(process.pid):.2f} GB")  # fmt: skip
             found["short analysis beside a sweep"] = [beside_a_sweep(url) for _ in range(args.repeats)]

@@ -31,7 +31,13 @@ metrics or the command line loads no torch. Attributes load on first use.
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
+
+# OpenMP threads that sleep while they wait instead of spinning: with spinning, a forward on every core runs two to
+# three times slower as soon as anything else takes a core (a browser, another visitor); idle, it costs nothing
+# (bench_analyze --load). Read once, when torch loads: set here, before any module of ours imports torch.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 _EXPORTS = {
     "load_model": "sinkscope.models",
