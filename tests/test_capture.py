@@ -12,7 +12,7 @@ import torch
 from sinkscope import attention, capture, metrics
 from sinkscope.arrays import bin_index, pool_max
 from sinkscope.bundled import DEFAULT_MODEL
-from sinkscope.capture import analyze, analyze_ids, attention_maps
+from sinkscope.capture import analyze, analyze_ids, attention_maps, decoder_layers
 from sinkscope.models import dequantized_dir
 from transformers import AutoModelForCausalLM
 
@@ -66,6 +66,23 @@ def test_captured_maps_equal_hugging_face_eager(name: str, long_ids: list[int]) 
         assert np.abs(maps - expected[0].numpy()).max() <= 1e-5
         np.testing.assert_allclose(maps.sum(-1), 1.0, atol=1e-5)
         assert np.triu(maps, k=1).max() == 0.0
+
+
+@pytest.mark.parametrize("name", list(TINY_CONFIGS))
+def test_one_layer_run_from_the_trace_equals_hugging_face_and_the_forward(name: str, long_ids: list[int]) -> None:
+    """A layer scrub runs that layer alone from the trace's h^layer (sliding-window mixes run the forward)."""
+    reference, loaded = eager_reference(name, long_ids), tiny_loaded(name)
+    trace = analyze_ids(loaded, long_ids)
+    earlier_blocks_ran = []
+    hook = decoder_layers(loaded.model)[0].register_forward_hook(lambda *_: earlier_blocks_ran.append(1))
+    for layer, expected in enumerate(reference.attentions):
+        alone = attention_maps(loaded, long_ids, layer, start=trace.residual[layer])
+        assert np.abs(alone.weights - expected[0].numpy()).max() <= 1e-5
+        forward = attention_maps(loaded, long_ids, layer)
+        for field in ("weights", "value_norms", "withheld", "output_norms"):
+            np.testing.assert_allclose(getattr(alone, field), getattr(forward, field), atol=1e-5, err_msg=field)
+    hook.remove()
+    assert len(earlier_blocks_ran) == (2 if name == "gemma3-sliding" else 0) + 2  # + the two forwards past block 0
 
 
 @pytest.mark.parametrize("name", ["llama-gqa", "gpt2"])

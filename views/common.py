@@ -159,17 +159,19 @@ def warm_examples() -> None:
         shared().results.get_or_run((spec, *key), "warm-up", run, shared().queue(spec))
 
 
-def get_layer_maps(request: Request, token_ids: tuple[int, ...], layer: int) -> LayerMaps:
-    loaded = get_model(request.model, request.dtype)
-    run = lambda: attention_maps(loaded, token_ids, layer)  # noqa: E731
-    return run_once(request.model, ("maps", request.dtype, token_ids, layer), run, t("common.recomputing_layer"))
+def get_layer_maps(request: Request, trace: Trace, layer: int) -> LayerMaps:
+    """One layer's maps of the trace's text: that layer alone runs, from the trace's h^layer."""
+    loaded, ids = get_model(request.model, request.dtype), trace.token_ids
+    run = lambda: attention_maps(loaded, ids, layer, start=trace.residual[layer])  # noqa: E731
+    return run_once(request.model, ("maps", request.dtype, ids, layer), run, t("common.recomputing_layer"))
 
 
-def get_layer_strip(request: Request, token_ids: tuple[int, ...], layer: int) -> np.ndarray:
+def get_layer_strip(request: Request, trace: Trace, layer: int) -> np.ndarray:
     """Every head of one layer max-pooled to 64 x 64, (1, head, rows, cols): computed once per layer, not per scrub."""
-    maps = get_layer_maps(request, token_ids, layer)
+    maps = get_layer_maps(request, trace, layer)
     run = lambda: np.stack([pool_max(m, 64)[0] for m in maps.weights])[None]  # noqa: E731
-    return run_once(request.model, ("strip", request.dtype, token_ids, layer), run, t("common.recomputing_layer"))
+    key = ("strip", request.dtype, trace.token_ids, layer)
+    return run_once(request.model, key, run, t("common.recomputing_layer"))
 
 
 def get_thumbnails(request: Request, token_ids: tuple[int, ...]) -> np.ndarray:

@@ -90,7 +90,7 @@ def one_head(request: common.Request, trace: Trace) -> None:
     log_scale = options[0].toggle(t("explorer.log_scale"), key="log_scale")
     past_sink = options[1].toggle(t("explorer.past_sink"), key="past_sink", help=t("common.past_sink_help"))
     value_units = st.toggle(t("explorer.value_units"), key="value_units")  # full width: a long label
-    maps = common.get_layer_maps(request, trace.token_ids, layer)
+    maps = common.get_layer_maps(request, trace, layer)
     head_summary(trace, layer, head)
     labels = token_labels(trace.tokens)
     rows, cols = window_of(trace.n_tokens)
@@ -120,7 +120,7 @@ def one_head(request: common.Request, trace: Trace) -> None:
     download[0].download_button(t("explorer.matrix_csv"), matrix_csv, f"{name}.csv", on_click="ignore")
     page = partial(plot.figure_html, fig)
     download[1].download_button(t("explorer.figure_html"), page, f"{name}.html", on_click="ignore")
-    layer_thumbs = common.get_layer_strip(request, trace.token_ids, layer)  # (1, head, rows, cols)
+    layer_thumbs = common.get_layer_strip(request, trace, layer)  # (1, head, rows, cols)
     title = t("explorer.layer_heads", layer=layer)
     fig = plot.fig_thumbnails(layer_thumbs, t("fig.layer"), title, lang=language(), first_row=layer)
     st.plotly_chart(fig, key="layer_heads")

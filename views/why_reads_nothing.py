@@ -20,7 +20,7 @@ def one_head(request: common.Request, trace: Trace) -> None:
     ratio = num(heads["value_norm_ratio"][layer, head], ".2f")
     cells[2].metric(t("explorer.value_ratio"), ratio, help=t("explorer.value_ratio_help"))
     common.kind_cell(cells[3], heads["kind"][layer, head])
-    maps = common.get_layer_maps(request, trace.token_ids, layer)
+    maps = common.get_layer_maps(request, trace, layer)
     labels = token_labels(trace.tokens)
     looks = t("reads.looks_title")
     raw = plot.fig_attention(

@@ -103,7 +103,7 @@ def numeric_check(scores: np.ndarray) -> None:
 
 def on_the_model(request: common.Request, trace: Trace) -> None:
     layer, head = common.pick_head(trace)
-    maps = common.get_layer_maps(request, trace.token_ids, layer)
+    maps = common.get_layer_maps(request, trace, layer)
     labels = token_labels(trace.tokens)
     series = {
         t("softmax.withheld_line"): maps.withheld[head].tolist(),

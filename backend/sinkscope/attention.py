@@ -64,6 +64,7 @@ class Recorder:
     withheld: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos), kept maps only
     output_norms: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos)
     first_key: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos): A[t, 0]
+    block_call: dict | None = None  # given: the first block's args and kwargs land here and the forward stops
 
     def mask_facts(
         self,

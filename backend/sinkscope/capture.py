@@ -119,6 +119,10 @@ def _edit_and_keep(index: int, hidden: torch.Tensor) -> torch.Tensor:
 
 
 def _take_input(_module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+    recorder = attention.current_recorder()
+    if recorder is not None and recorder.block_call is not None:  # what the model passes its blocks, then stop
+        recorder.block_call.update(args=args[1:], kwargs=kwargs)
+        raise attention.StopForward
     hidden = _edit_and_keep(0, args[0] if args else kwargs["hidden_states"])
     return ((hidden, *args[1:]), kwargs) if args else (args, kwargs | {"hidden_states": hidden})
 
@@ -263,17 +267,48 @@ class LayerMaps:
     output_norms: np.ndarray  # (head, query_pos): ||sum_j A[t,j] v_j W_O^h||
 
 
-def attention_maps(loaded: LoadedModel, ids: tuple[int, ...] | list[int], layer: int) -> LayerMaps:
+def attention_maps(
+    loaded: LoadedModel, ids: tuple[int, ...] | list[int], layer: int, start: np.ndarray | None = None
+) -> LayerMaps:
     """Every head's attention map of one layer, and the value norms n_j of metrics.md.
 
-    The forward stops right after ``layer``, so deep layers cost most and layer 0 costs little.
+    The forward stops right after ``layer``, so deep layers cost most and layer 0 costs little. Given ``start``,
+    the layer's input h^layer (``trace.residual[layer]`` of the same text, under the same intervention), only
+    that layer runs, on models whose blocks all take the same mask and positions.
     """
     if not 0 <= layer < loaded.info.n_layers:
         raise InputError("error.layer_range", layer=layer, last=loaded.info.n_layers - 1)
     recorder = attention.Recorder(reduce=False, maps_of=frozenset({layer}), stop_after=layer)
-    run_forward(loaded, list(ids), recorder)
+    if start is not None and layer > 0 and _blocks_alike(loaded.model):
+        _run_block(loaded, list(ids), layer, start, recorder)
+    else:
+        run_forward(loaded, list(ids), recorder)
     kept = (recorder.maps, recorder.norms, recorder.withheld, recorder.output_norms)
     return LayerMaps(layer, *(_frozen(found[layer].float().cpu().numpy()) for found in kept))
+
+
+def _blocks_alike(model: Any) -> bool:
+    """Every block takes the same mask and positions (no mix of sliding-window and full layers)."""
+    return len(set(getattr(model.config.get_text_config(), "layer_types", None) or ["full"])) == 1
+
+
+def _run_block(
+    loaded: LoadedModel, ids: list[int], layer: int, start: np.ndarray, recorder: attention.Recorder
+) -> None:
+    """Block ``layer`` alone on its input ``start``, with what the model passes every block (its mask and
+    positions, read off the first block's call: the forward stops there)."""
+    call = attention.Recorder(reduce=False, block_call={})
+    run_forward(loaded, ids, call)
+    model, (args, kwargs) = loaded.model, (call.block_call["args"], call.block_call["kwargs"])
+    hidden = torch.tensor(start, device=model.device, dtype=model.dtype)[None]  # (1, token, d_model), a copy
+    block = decoder_layers(model)[layer]
+    with torch.inference_mode(), attention.recording(recorder):
+        try:
+            block(hidden, *args, **kwargs) if "hidden_states" not in kwargs else block(
+                **kwargs | {"hidden_states": hidden}
+            )
+        except attention.StopForward:
+            pass
 
 
 def thumbnails(loaded: LoadedModel, ids: tuple[int, ...] | list[int], size: int = 32) -> np.ndarray:
