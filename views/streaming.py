@@ -118,14 +118,30 @@ class Clock:
         return done / self.total, t("stream.progress", methods=methods, done=done, total=self.total, left=left)
 
 
+class Bar:
+    """A progress bar drawn at most four times a second: a browser update per token would cost the model (and
+    every other visitor) CPU."""
+
+    def __init__(self, text: str | None = None) -> None:
+        self.bar, self.shown = st.progress(0.0, text=text), 0.0
+
+    def progress(self, share: float, text: str) -> None:
+        now = time.monotonic()
+        if now - self.shown > 0.25:
+            self.bar.progress(share, text=text)
+            self.shown = now
+
+    def empty(self) -> None:
+        self.bar.empty()
+
+
 class LiveRun:
-    """What a streaming run shows while it works: a progress bar (at most four updates a second: a browser
-    update per token would cost the model its CPU) and the curves as they grow (once a second)."""
+    """What a streaming run shows while it works: a progress bar and the curves as they grow (once a second)."""
 
     def __init__(self, results: dict, clock: Clock) -> None:
         self.results, self.clock = results, clock
-        self.bar, self.chart = st.progress(0.0), st.empty()
-        self.shown = self.drawn = 0.0
+        self.bar, self.chart = Bar(), st.empty()
+        self.drawn = 0.0
         self.draws = 0
 
     def draw(self) -> None:
@@ -135,12 +151,9 @@ class LiveRun:
 
     def update(self, curves: dict[str, list[float]], seconds: float) -> None:
         self.results["curves"].update(curves)
-        now = time.monotonic()
-        if now - self.shown > 0.25:
-            names, tokens = ", ".join(map(method_label, curves)), len(next(iter(curves.values())))
-            self.bar.progress(*self.clock.caption(names, tokens, seconds))
-            self.shown = now
-        if now - self.drawn > 1:
+        names, tokens = ", ".join(map(method_label, curves)), len(next(iter(curves.values())))
+        self.bar.progress(*self.clock.caption(names, tokens, seconds))
+        if time.monotonic() - self.drawn > 1:
             self.draw()
 
     def close(self) -> None:
@@ -201,7 +214,7 @@ def sweep(request: common.Request, ids: list[int], cache_size: int, engine: str)
     """(sink counts, perplexities) at one cache size: with the real cache every count streams side by side as
     one batch; a progress bar (and a Stop point) at every step."""
     loaded = common.get_model(request.model, request.dtype)
-    bar, queue = st.progress(0.0, text=t("stream.sweeping")), common.shared().queue(request.model)
+    bar, queue = Bar(t("stream.sweeping")), common.shared().queue(request.model)
     counts = [sinks for sinks in SINK_CHOICES if sinks < cache_size]  # a cache must hold the current token
     if engine == "sinks":
 
@@ -239,7 +252,7 @@ def sink_sweep(request: common.Request, ids: list[int], cache_size: int) -> None
 def generate_both(request: common.Request, prompt: list[int]) -> list[str]:
     """The same prompt continued with 4 sinks + 16 recent tokens and with 20 recent tokens, side by side."""
     loaded = common.get_model(request.model, request.dtype)
-    bar, queue = st.progress(0.0, text=t("stream.generating")), common.shared().queue(request.model)
+    bar, queue = Bar(t("stream.generating")), common.shared().queue(request.model)
 
     def progress(done: list[float], total: int) -> bool:
         bar.progress(len(done) / total, text=t("stream.generating"))
