@@ -75,8 +75,18 @@ def timed(action: Callable[[], None], done: Callable[[], None]) -> float:
     return time.perf_counter() - start
 
 
+FIGURE_TITLED = """text => [...document.querySelectorAll('.stPlotlyChart .gtitle')]
+    .some(title => title.textContent.includes(text) && title.getBoundingClientRect().width > 0)"""
+
+
+def figure_drawn(page: Page, title: str) -> None:
+    """Wait for a drawn figure whose title holds ``title``, looked for at every animation frame: ``expect``
+    polls at growing intervals (up to a second), which would add its own delay to what is measured."""
+    page.wait_for_function(FIGURE_TITLED, arg=title, polling="raf", timeout=WAIT)
+
+
 def head_map_drawn(page: Page) -> None:
-    expect(page.locator(HEAD_MAP).filter(has_text="sink:").first).to_be_visible(timeout=WAIT)
+    figure_drawn(page, "sink:")
 
 
 def first_heatmap(page: Page, url: str) -> float:
@@ -86,10 +96,7 @@ def first_heatmap(page: Page, url: str) -> float:
 def scrub(page: Page, slider: str, title: str) -> float:
     """Move a One head slider one step; seconds until the map's title names the new position."""
     page.get_by_role("slider", name=slider).focus()
-    return timed(
-        lambda: page.keyboard.press("ArrowRight"),
-        lambda: expect(page.get_by_text(title).first).to_be_visible(timeout=WAIT),
-    )
+    return timed(lambda: page.keyboard.press("ArrowRight"), lambda: figure_drawn(page, title))
 
 
 def open_one_head(page: Page, url: str, layer: int, head: int) -> None:
@@ -150,7 +157,7 @@ def streaming_run(page: Page, url: str) -> tuple[float, float]:
     page.evaluate(WATCH_RUNS)
     start = time.perf_counter()
     page.get_by_role("button", name="Stream", exact=True).click()
-    expect(page.locator(".stPlotlyChart").filter(has_text="loss while streaming").first).to_be_visible(timeout=WAIT)
+    figure_drawn(page, "loss while streaming")
     first = time.perf_counter() - start
     page.wait_for_function(QUIET_AGAIN, timeout=WAIT)
     return first, time.perf_counter() - start
