@@ -89,8 +89,22 @@ def head_map_drawn(page: Page) -> None:
     figure_drawn(page, "sink:")
 
 
-def first_heatmap(page: Page, url: str) -> float:
-    return timed(lambda: page.goto(url), lambda: head_map_drawn(page))
+DRAWN_SINCE = """text => {
+    const navigation = performance.getEntriesByType('navigation')[0];
+    const drawn = [...document.querySelectorAll('.stPlotlyChart .gtitle')]
+        .some(title => title.textContent.includes(text));
+    if (!drawn || !navigation || !navigation.loadEventEnd) return false;
+    return [performance.now() / 1000, Math.max(0, performance.now() - navigation.loadEventEnd) / 1000];
+}"""
+
+
+def first_heatmap(page: Page, url: str) -> tuple[float, float]:
+    """(seconds from the start of navigation, seconds after the page's load event) to the drawn head map,
+    read by the page's own clock."""
+    page.goto(url)
+    drawn = page.wait_for_function(DRAWN_SINCE, arg="sink:", polling="raf", timeout=WAIT)
+    since_start, after_load = drawn.json_value()
+    return since_start, after_load
 
 
 def scrub(page: Page, slider: str, title: str) -> float:
@@ -178,7 +192,9 @@ def interactive(url: str, repeats: int) -> dict[str, list[float]]:
         first_heatmap(page, url)  # the server's first visit loads the model: not the warm figure
         for _ in range(repeats):
             fresh = browser.new_page(viewport={"width": 1440, "height": 1000})
-            found.setdefault("first heatmap, warm server", []).append(first_heatmap(fresh, f"{url}/?example=english"))
+            since_start, after_load = first_heatmap(fresh, f"{url}/?example=english")
+            found.setdefault("first heatmap, warm server", []).append(after_load)
+            found.setdefault("first heatmap, warm server, from navigation", []).append(since_start)
             fresh.close()
         open_one_head(page, url, 23, 0)
         for head in range(1, repeats + 1):
@@ -272,7 +288,7 @@ def beside_a_sweep(url: str) -> float:
         sweeper.get_by_role("button", name="Sweep S = 0, 1, 2, 4, 8").click()
         expect(sweeper.get_by_text("side by side:").first).to_be_visible(timeout=WAIT)
         visitor = browser.new_page()
-        waited = first_heatmap(visitor, f"{url}/?text={quote(paragraph(30, 4321))}")
+        waited = first_heatmap(visitor, f"{url}/?text={quote(paragraph(30, 4321))}")[0]
         browser.close()
     return waited
 
@@ -294,7 +310,8 @@ def fresh_start(repeats: int) -> list[float]:
 
 
 TARGETS = {
-    "first heatmap, warm server": 1.5, "first heatmap, fresh machine": 30, "head scrub (cached)": 0.3,
+    "first heatmap, warm server": 1.5, "first heatmap, warm server, from navigation": 1.5,
+    "first heatmap, fresh machine": 30, "head scrub (cached)": 0.3,
     "layer scrub, T = 512": 1, "your own 150-word text": 2, "streaming: first curve points": 2,
     "streaming: whole default run": 30, "generation demo": 20, "lesson interventions (each)": 3,
     "30 sessions, one link: worst wait": 10, "short analysis beside a sweep": 5,
