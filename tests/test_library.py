@@ -7,6 +7,7 @@ import ast
 import doctest
 import importlib
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +73,16 @@ def test_the_command_line_figures_metrics_and_settings_load_no_torch() -> None:
     code += "print(sorted(m for m in ('torch', 'transformers', 'streamlit') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(("given", "expected"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_openmp_threads_sleep_while_they_wait_unless_the_user_says_otherwise(given: str | None, expected: str) -> None:
+    """Set before torch loads (libgomp reads it once), and never over the user's own setting."""
+    code = "import os, sinkscope, sinkscope.capture\nprint(os.environ['OMP_WAIT_POLICY'])"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    env |= {"OMP_WAIT_POLICY": given} if given else {}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert done.stdout.strip() == expected
 
 
 def test_the_package_root_loads_its_api_on_first_use() -> None:
