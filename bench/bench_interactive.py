@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import quote
@@ -277,8 +278,9 @@ def peak_memory_gb(pid: int) -> float:
     return next(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:")) / 2**20
 
 
-def beside_a_sweep(url: str) -> float:
-    """Seconds for a short analysis of a second visitor while a first runs the streaming page's sink sweep."""
+def beside_a_sweep(url: str, seed: int) -> tuple[float, float]:
+    """Seconds for a short analysis (a text of its own) of a second visitor while a first runs the streaming
+    page's sink sweep: (in a browser on this machine, as a websocket session: what the server makes it wait)."""
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         sweeper = browser.new_page()
@@ -288,9 +290,11 @@ def beside_a_sweep(url: str) -> float:
         sweeper.get_by_role("button", name="Sweep S = 0, 1, 2, 4, 8").click()
         expect(sweeper.get_by_text("side by side:").first).to_be_visible(timeout=WAIT)
         visitor = browser.new_page()
-        waited = first_heatmap(visitor, f"{url}/?text={quote(paragraph(30, 4321))}")[0]
+        in_browser = first_heatmap(visitor, f"{url}/?text={quote(paragraph(30, 4321 + seed))}")[0]
+        with ThreadPoolExecutor(1) as apart:  # Playwright's own event loop runs in this thread
+            served, _ = apart.submit(asyncio.run, protocol_visit(url, paragraph(30, 8642 + seed))).result()
         browser.close()
-    return waited
+    return in_browser, served
 
 
 def fresh_start(repeats: int) -> list[float]:
@@ -315,6 +319,7 @@ TARGETS = {
     "layer scrub, T = 512": 1, "your own 150-word text": 2, "streaming: first curve points": 2,
     "streaming: whole default run": 30, "generation demo": 20, "lesson interventions (each)": 3,
     "30 sessions, one link: worst wait": 10, "short analysis beside a sweep": 5,
+    "short analysis beside a sweep, server side": 5,
 }  # fmt: skip
 
 
@@ -350,7 +355,9 @@ def main() -> None:
             print(f"{args.sessions} {args.crowd_of} on one link: median wait {statistics.median(waits):.1f} s, "
                   f"worst {max(waits):.1f} s, failures {failures}, saw another text {crossed}, "
                   f"peak server memory {peak_memory_gb(process.pid):.2f} GB")  # fmt: skip
-            found["short analysis beside a sweep"] = [beside_a_sweep(url) for _ in range(args.repeats)]
+            beside = [beside_a_sweep(url, seed) for seed in range(args.repeats)]
+            found["short analysis beside a sweep"] = [in_browser for in_browser, _ in beside]
+            found["short analysis beside a sweep, server side"] = [served for _, served in beside]
     report(found)
 
 
