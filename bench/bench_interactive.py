@@ -76,8 +76,9 @@ def timed(action: Callable[[], None], done: Callable[[], None]) -> float:
     return time.perf_counter() - start
 
 
-FIGURE_TITLED = """text => [...document.querySelectorAll('.stPlotlyChart .gtitle')]
+DRAWN = """[...document.querySelectorAll('.stPlotlyChart .gtitle')]
     .some(title => title.textContent.includes(text) && title.getBoundingClientRect().width > 0)"""
+FIGURE_TITLED = f"text => {DRAWN}"
 
 
 def figure_drawn(page: Page, title: str) -> None:
@@ -90,13 +91,11 @@ def head_map_drawn(page: Page) -> None:
     figure_drawn(page, "sink:")
 
 
-DRAWN_SINCE = """text => {
+DRAWN_SINCE = f"""text => {{
     const navigation = performance.getEntriesByType('navigation')[0];
-    const drawn = [...document.querySelectorAll('.stPlotlyChart .gtitle')]
-        .some(title => title.textContent.includes(text));
-    if (!drawn || !navigation || !navigation.loadEventEnd) return false;
+    if (!({DRAWN}) || !navigation || !navigation.loadEventEnd) return false;
     return [performance.now() / 1000, Math.max(0, performance.now() - navigation.loadEventEnd) / 1000];
-}"""
+}}"""
 
 
 def first_heatmap(page: Page, url: str) -> tuple[float, float]:

@@ -304,9 +304,10 @@ def _run_block(
     block = decoder_layers(model)[layer]
     with torch.inference_mode(), attention.recording(recorder):
         try:
-            block(hidden, *args, **kwargs) if "hidden_states" not in kwargs else block(
-                **kwargs | {"hidden_states": hidden}
-            )
+            if "hidden_states" in kwargs:
+                block(**kwargs | {"hidden_states": hidden})
+            else:
+                block(hidden, *args, **kwargs)
         except attention.StopForward:
             pass
 
