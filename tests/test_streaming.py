@@ -127,6 +127,19 @@ def test_generation_lanes_continue_each_with_its_own_cache(random_ids: list[int]
     assert both == [streaming.generate(loaded, prompt, 6, 2, 6), streaming.generate(loaded, prompt, 6, 0, 8)]
 
 
+def test_steps_run_on_one_thread_and_leave_the_thread_count_as_it_was(random_ids: list[int]) -> None:
+    loaded, during = tiny_loaded("llama-gqa"), []
+    hook = loaded.model.lm_head.register_forward_hook(lambda *_: during.append(torch.get_num_threads()))
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        streaming.stream(loaded, random_ids[:10], 2, 4)
+        assert set(during) == {1} and torch.get_num_threads() == 2
+    finally:
+        hook.remove()
+        torch.set_num_threads(before)
+
+
 def test_a_stop_request_keeps_the_partial_result(random_ids: list[int]) -> None:
     nll, _ = streaming.stream(tiny_loaded("llama-gqa"), random_ids, 2, 6, progress=lambda done, total: len(done) < 10)
     assert len(nll) == 10
