@@ -144,8 +144,11 @@ _ONE_THREAD = threading.Lock()  # two streams' steps at once must not restore ea
 
 @contextmanager
 def one_cpu_thread(device: torch.device) -> Iterator[None]:
-    """One torch thread for a one-token step on a CPU: it is bound by reading the weights, and one thread runs
-    two lanes about 1.5x faster than two threads (bench_streaming), leaving the other core to everyone else."""
+    """One torch thread for a one-token step on a CPU, leaving the other cores to the browser and other visitors.
+
+    Measured in the app with a browser on the same two cores (bench_interactive): the default streaming run
+    24.5 s against 31.3 s on every thread, the generation demo 10.8 s against 15.5 s. On an otherwise idle machine
+    one thread is slower (the loop alone: 1.09x for two lanes, 1.25x for five)."""
     if device.type != "cpu":
         yield
         return
