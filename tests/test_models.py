@@ -19,7 +19,7 @@ from sinkscope.errors import InputError, ModelLoadError, TokenLimitError
 from sinkscope.models import LoadedModel, load_model
 from sinkscope.tokens import display_tokens, encode, token_labels
 from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+from transformers import AutoModelForCausalLM, AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerFast
 
 from tests.conftest import build_tiny
 
@@ -255,3 +255,32 @@ def test_weights_laid_out_for_decoding_give_the_same_outputs(name: str) -> None:
             assert after.weight.shape == before.weight.shape and after.weight.T.is_contiguous()
     tied = laid_out.get_input_embeddings().weight is laid_out.get_output_embeddings().weight
     assert tied == (name == "gpt2")
+
+
+def test_a_first_start_parses_the_gguf_once_and_dequantizes_as_transformers_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The header is parsed once instead of three times; weights and tokenizer equal transformers' own load."""
+    import gguf
+
+    parsed: list[str] = []
+    real_reader = gguf.GGUFReader
+
+    def counting_reader(path: str, *args: object) -> object:
+        parsed.append(str(path))
+        return real_reader(path, *args)
+
+    monkeypatch.setattr(gguf, "GGUFReader", counting_reader)
+    monkeypatch.setenv("SINKSCOPE_CACHE", str(tmp_path))
+    folder = sinkscope_models.dequantized_dir("smollm2-135m")
+    assert len(parsed) == 1
+    assert gguf.GGUFReader is counting_reader  # the one-parse cache is gone after the first start
+    file = BUNDLED["smollm2-135m"].locate_gguf()
+    own = AutoModelForCausalLM.from_pretrained(file.parent, gguf_file=file.name, dtype=torch.float32)
+    assert len(parsed) == 3  # transformers alone: config and weights (the tokenizer would make it four)
+    dequantized = AutoModelForCausalLM.from_pretrained(folder).state_dict()
+    for name, weight in own.state_dict().items():
+        torch.testing.assert_close(dequantized[name], weight, rtol=0, atol=0, msg=name)
+    text = "The lighthouse keeper wrote: naïve café, 12,345 tokens!"
+    own_tokenizer = AutoTokenizer.from_pretrained(file.parent, gguf_file=file.name)
+    assert AutoTokenizer.from_pretrained(folder)(text)["input_ids"] == own_tokenizer(text)["input_ids"]
