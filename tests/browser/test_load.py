@@ -43,13 +43,13 @@ def peak_memory_gb(pid: int) -> float:
 async def one_session(page: Page, url: str, index: int) -> tuple[float, str, str]:
     """Open a shared link with this session's text; return (wait in s, the 'T =' label, heads CSV)."""
     start = time.monotonic()
-    await page.goto(f"{url}/?text={quote(session_text(index))}")
+    await page.goto(f"{url}/?text={quote(session_text(index))}", timeout=LOAD_MS)
     label = page.get_by_text("Sink rate (eps = 0.30, T =")
     await label.wait_for(timeout=LOAD_MS)
     await page.get_by_text("Running the model").wait_for(state="detached", timeout=LOAD_MS)
     waited = time.monotonic() - start
     async with page.expect_download(timeout=LOAD_MS) as download:
-        await page.get_by_role("button", name="Per-head CSV").click()
+        await page.get_by_role("button", name="Per-head CSV").click(timeout=LOAD_MS)
     path = await (await download.value).path()
     return waited, await label.inner_text(), Path(path).read_text(encoding="utf-8")
 
