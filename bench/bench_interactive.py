@@ -40,7 +40,8 @@ from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, wai
 from tests.browser.layout import settled  # noqa: E402
 
 WAIT = 600_000  # ms: nothing here should take this long; a timeout is a failure, not a number
-HEAD_MAP = ".stPlotlyChart .gtitle"
+HEAD_MAP = ".ss-head-map figcaption"
+FIGURE_TITLE = ".stPlotlyChart .gtitle"
 WORDS = ("keeper light harbor ship night storm lamp tower wave rock sailor map tide coast wind salt dawn rope "
          "bell fog").split()  # fmt: skip
 
@@ -79,6 +80,9 @@ def timed(action: Callable[[], None], done: Callable[[], None]) -> float:
 DRAWN = """[...document.querySelectorAll('.stPlotlyChart .gtitle')]
     .some(title => title.textContent.includes(text) && title.getBoundingClientRect().width > 0)"""
 FIGURE_TITLED = f"text => {DRAWN}"
+MAP_DRAWN = """[...document.querySelectorAll('.ss-head-map')]
+    .some(map => map.querySelector('figcaption').textContent.includes(text)
+        && map.querySelector('.ss-cells > i').getBoundingClientRect().width > 0)"""
 
 
 def figure_drawn(page: Page, title: str) -> None:
@@ -88,12 +92,13 @@ def figure_drawn(page: Page, title: str) -> None:
 
 
 def head_map_drawn(page: Page) -> None:
-    figure_drawn(page, "sink:")
+    """Wait for the head map of the sink metric, its cells laid out."""
+    page.wait_for_function(f"text => {MAP_DRAWN}", arg="sink:", polling="raf", timeout=WAIT)
 
 
 DRAWN_SINCE = f"""text => {{
     const navigation = performance.getEntriesByType('navigation')[0];
-    if (!({DRAWN}) || !navigation || !navigation.loadEventEnd) return false;
+    if (!({MAP_DRAWN}) || !navigation || !navigation.loadEventEnd) return false;
     return [performance.now() / 1000, Math.max(0, performance.now() - navigation.loadEventEnd) / 1000];
 }}"""
 
@@ -206,7 +211,7 @@ def interactive(url: str, repeats: int) -> dict[str, list[float]]:
         analysis_of(page, paragraph(510, 99))  # 512 tokens
         page.get_by_role("tab", name="One head").click()
         settled(page)
-        title = page.locator(HEAD_MAP).filter(has_text=re.compile(r"^Layer \d+, head")).first.text_content() or ""
+        title = page.locator(FIGURE_TITLE).filter(has_text=re.compile(r"^Layer \d+, head")).first.text_content() or ""
         layer = int(re.match(r"Layer (\d+)", title).group(1))
         for step in range(1, repeats + 1):
             found.setdefault("layer scrub, T = 512", []).append(scrub(page, "Layer", f"Layer {layer + step}, head"))
@@ -252,7 +257,7 @@ async def protocol_visit(url: str, text: str) -> tuple[float, bool]:
             element = message.delta.new_element
             if element.HasField("text_area"):
                 shown = element.text_area.value if element.text_area.set_value else element.text_area.default
-            if element.HasField("plotly_chart") and '"sink:' in element.plotly_chart.spec:
+            if element.HasField("bidi_component") and "<figcaption>sink:" in element.bidi_component.json:
                 return time.perf_counter() - start, shown == text
 
 

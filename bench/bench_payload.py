@@ -2,13 +2,15 @@
 
     python bench/bench_payload.py [--tokens 512,2048]
 
-Payload is the size of the figure's JSON (what st.plotly_chart ships). The scrub time is the work
+Payload is the size of the figure's JSON: what st.plotly_chart ships, or the data of the component that draws
+the HTML head map and kind counts (sinkscope.plot.html_figures). The scrub time is the work
 one head change does on a cached trace and cached layer maps (building both one-head figures).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -49,8 +51,8 @@ def main() -> None:
         maps = attention_maps(loaded, trace.token_ids, 15)
         layer_thumbs = np.stack([plot.pool_max(m, 64)[0] for m in maps.weights])[None]
         built = {
-            "head map": plot.fig_head_map(trace.heads, "sink"),
-            "kinds per layer": plot.fig_kind_counts(trace.heads["kind"]),
+            "head map (HTML)": plot.head_map_html(trace.heads, "sink"),
+            "kinds per layer (HTML)": plot.kind_counts_html(trace.heads["kind"]),
             "one head (pooled)": one_head_figures(maps, labels, 3)[0],
             "one head, value-weighted": one_head_figures(maps, labels, 3)[1],
             "one head, zoomed window": plot.fig_attention(
@@ -61,7 +63,8 @@ def main() -> None:
             "depth profile": plot.fig_depth_profile(trace.heads, trace.layers),
         }
         for name, fig in built.items():
-            print(f"| {trace.n_tokens} | {name} | {len(fig.to_json()) / 1024:.0f} |")
+            sent = json.dumps({"html": fig}) if isinstance(fig, str) else fig.to_json()
+            print(f"| {trace.n_tokens} | {name} | {len(sent) / 1024:.0f} |")
         scrubs = []
         for head in range(loaded.info.n_heads):
             start = time.perf_counter()

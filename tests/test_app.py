@@ -5,16 +5,19 @@ from __future__ import annotations
 import ast
 import base64
 import json
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 import streamlit as st
+from plotly.colors import get_colorscale, sample_colorscale
 from sinkscope import lab
 from sinkscope.names import HEAD_METRICS
 from streamlit.testing.v1 import AppTest
 
+from tests.html_figure import html_figure
 from views import common
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -114,14 +117,33 @@ def url_param(app: AppTest, key: str) -> str:
     return value[-1] if isinstance(value, list) else value
 
 
-def test_the_head_map_shows_the_chosen_metric_with_all_five_in_hover(app: AppTest) -> None:
-    heat, cells = chart(app, "head_map")["data"]
-    assert array(heat["z"]).shape == (30, 9)
-    assert len(array(cells["x"])) == 30 * 9  # a clickable marker on every cell
-    for metric in HEAD_METRICS:
-        assert metric in cells["hovertemplate"]
-    app.radio(key="metric").set_value("diagonal").run()
-    assert chart(app, "head_map")["layout"]["title"]["text"].startswith("diagonal")
+def test_the_head_map_colours_every_head_by_the_chosen_metric_with_all_five_in_hover(app: AppTest) -> None:
+    table = app.dataframe[0].value  # the heads table: one row per (layer, head)
+    for metric in ("sink", "diagonal"):
+        app.radio(key="metric").set_value(metric).run()
+        figure = html_figure(app, "head_map")
+        assert figure.title.startswith(f"{metric}: ") and figure.texts["ss-bar-title"] == metric
+        values = figure.values()
+        assert values.shape == (30, 9)
+        np.testing.assert_allclose(values.ravel(), table[metric].to_numpy(), atol=1e-6)
+        layer, head = np.unravel_index(values.argmax(), values.shape)
+        scale = "Reds" if metric == "sink" else "Viridis"  # Plotly's own scales, read from plotly.colors
+        assert figure.fill(layer, head) == sample_colorscale(get_colorscale(scale), [float(values.max())])[0]
+        tip = figure.cells[layer * 9 + head]["title"].splitlines()
+        assert tip[0] == f"layer {layer}, head {head}" and tip[-1].startswith("kind: ")
+        assert [line.split(":")[0] for line in tip[1:-1]] == list(HEAD_METRICS)
+
+
+def test_the_kind_counts_stack_every_head_of_a_layer_by_its_kind(app: AppTest) -> None:
+    table = app.dataframe[0].value
+    figure = html_figure(app, "kind_counts")
+    assert len(figure.bars) == 30 and figure.texts["ss-legend"] == "sink diagonal previous_token mixed"
+    for layer in (0, 18, 29):
+        counts = table[table["layer"] == layer]["kind"].value_counts()
+        tip = dict(line.split(": ") for line in figure.bars[layer]["title"].splitlines()[1:])
+        assert {kind: int(n) for kind, n in tip.items() if int(n)} == counts.to_dict()
+        heights = [float(re.search(r"height:([\d.]+)%", part).group(1)) for part in figure.segments[layer]]
+        assert sum(heights) == pytest.approx(100)
 
 
 def test_the_two_thresholds_are_explained_with_this_texts_numbers(app: AppTest) -> None:
@@ -215,7 +237,7 @@ def test_only_the_open_tab_runs_and_the_link_keeps_it() -> None:
     at.query_params.update({"example": "english", "tab_id": "all"})
     at.run()
     assert not at.exception
-    assert chart(at, "all_heads") and not [c for c in at.get("plotly_chart") if c.proto.id.endswith("head_map")]
+    assert chart(at, "all_heads") and not [e for e in at.get("bidi_component") if e.proto.id.endswith("-head_map")]
     assert url_param(at, "tab_id") == "all"
     at.query_params.clear()
     at.session_state["tab"] = "Depth profile"

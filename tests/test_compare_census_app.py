@@ -7,12 +7,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from plotly.colors import get_colorscale, sample_colorscale
 from sinkscope import census_stats
 from sinkscope.bundled import DEFAULT_MODEL
 from sinkscope.capture import analyze_ids
 from sinkscope.metrics import sink_rate
 from streamlit.testing.v1 import AppTest
 
+from tests.html_figure import html_figure
 from tests.test_app import ROOT, TIMEOUT, array, chart
 from views import compare
 
@@ -38,12 +40,15 @@ def test_compare_opens_with_and_without_bos_on_one_scale_with_a_difference_map(s
     at = open_page("compare")
     assert at.selectbox(key="compare_preset").value == "bos"
     assert at.toggle(key="a_add_bos").value and not at.toggle(key="b_add_bos").value
-    a, b = (chart(at, key) for key in ("a_head_map", "b_head_map"))
-    assert a["data"][0]["zmin"] == b["data"][0]["zmin"] == 0 and a["data"][0]["zmax"] == b["data"][0]["zmax"] == 1
+    a, b = (html_figure(at, key) for key in ("a_head_map", "b_head_map"))
+    reds = get_colorscale("Reds")  # one scale, 0 to 1, on both sides: a colour means the same value
+    for side in (a, b):
+        layer, head = np.unravel_index(side.values().argmax(), side.values().shape)
+        assert side.fill(layer, head) == sample_colorscale(reds, [float(side.values().max())])[0]
     with_bos = analyze_ids(smollm2, ids_with_bos(smollm2, at.text_area(key="a_text").value))
     diff = array(chart(at, "diff_map")["data"][0]["z"])
-    np.testing.assert_allclose(diff, array(b["data"][0]["z"]) - array(a["data"][0]["z"]), atol=1e-6)
-    np.testing.assert_allclose(array(a["data"][0]["z"]), with_bos.heads["sink"], atol=1e-5)
+    np.testing.assert_allclose(diff, b.values() - a.values(), atol=1e-6)
+    np.testing.assert_allclose(a.values(), with_bos.heads["sink"], atol=1e-5)
     assert at.selectbox(key="a_example").value == at.selectbox(key="b_example").value == "english"
     assert at.query_params["a_bos"] in ("1", ["1"]) and at.query_params["b_bos"] in ("0", ["0"])
 

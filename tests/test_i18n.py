@@ -11,6 +11,7 @@ import pytest
 from sinkscope import i18n
 from streamlit.testing.v1 import AppTest
 
+from tests.html_figure import html_figure
 from tests.test_app import ROOT, TIMEOUT, chart
 from views import common, text
 
@@ -161,7 +162,9 @@ def test_the_explorer_in_french_uses_french_words_and_decimal_commas() -> None:
     rate = at.metric[0]
     assert rate.label.startswith("Taux de puits (eps = 0,30") and rate.value.endswith("% des têtes")
     assert "," in rate.value
-    assert chart(at, "head_map")["layout"]["xaxis"]["title"]["text"] == "tête"
+    head_map = html_figure(at, "head_map")
+    assert head_map.texts["ss-x-title"] == "tête"
+    assert head_map.cells[0]["title"].startswith("couche 0, tête 0\nsink: 0,")
     assert at.tabs[0].label == "Carte des têtes"
 
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.html_figure import html_figure
 from tests.test_app import ROOT, TIMEOUT, array, chart
 
 
@@ -42,7 +43,7 @@ def test_softmax_page_spends_one_unit_and_checks_softmax_plus_one() -> None:
     np.testing.assert_allclose(check[0], check[1], rtol=1e-12)
     at.text_input(key="sm_scores").set_value("1, two, 3").run()
     assert not at.exception and "must be numbers" in at.error[0].value
-    assert chart(at, "sm_withheld_map")["layout"]["title"]["text"].startswith("withheld")
+    assert html_figure(at, "sm_withheld_map").title.startswith("withheld: ")
 
 
 def test_softmax_captions_follow_the_numbers_and_typed_scores_are_your_own() -> None:

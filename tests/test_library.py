@@ -107,6 +107,7 @@ def test_pip_install_gives_a_working_cli_and_api_without_the_app(tmp_path: Path)
     pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation"]
     subprocess.run([*pip, "--target", str(target), str(ROOT / "backend")], check=True, capture_output=True)
     assert (target / "sinkscope" / "locales" / "fr.json").is_file()
+    assert (target / "sinkscope" / "plot" / "figures.css").is_file()  # the HTML figures' stylesheet
     env = {"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin", "HOME": str(Path.home())}
     out = tmp_path / "out.json"
     command = [str(target / "bin" / "sinkscope"), "analyze", "--model", "smollm2-135m"]

@@ -12,6 +12,7 @@ from sinkscope.names import DEFAULT_EPS, HEAD_METRICS
 from sinkscope.plot.census import fig_diff_map
 
 from views import common, url_state
+from views.html_figures import head_map, kind_counts
 from views.text import language, num, t
 
 SIDES = ("a_", "b_")
@@ -89,7 +90,8 @@ def head_maps(a: Trace, b: Trace) -> None:
     left, right = st.columns(2)
     for column, prefix, trace in ((left, "a_", a), (right, "b_", b)):
         column.caption(t("compare.map_of", side=prefix[0].upper()))
-        column.plotly_chart(plot.fig_head_map(trace.heads, metric, lang=language()), key=prefix + "head_map")
+        with column:
+            head_map(trace.heads, metric, key=prefix + "head_map")
     if a.shape == b.shape:
         st.plotly_chart(fig_diff_map(a.heads[metric], b.heads[metric], metric, lang=language()), key="diff_map")
     else:
@@ -110,8 +112,8 @@ def profiles(sides: dict[str, common.Analysis]) -> None:
     st.plotly_chart(fig, key="compare_depth")
     for column, (prefix, analysis) in zip(st.columns(2), sides.items(), strict=True):
         column.caption(t("compare.kinds_of", side=prefix[0].upper()))
-        kinds = plot.fig_kind_counts(analysis.trace.heads["kind"], lang=language())
-        column.plotly_chart(kinds, key=prefix + "kinds")
+        with column:
+            kind_counts(analysis.trace.heads["kind"], key=prefix + "kinds")
 
 
 def prefix_lengths(n_tokens: int) -> np.ndarray:

@@ -12,12 +12,13 @@ from sinkscope.names import DEFAULT_EPS, HEAD_COLUMNS, HEAD_METRICS, LAYER_COLUM
 from sinkscope.tokens import token_labels
 
 from views import common, url_state
+from views.html_figures import clicked_head, head_map, kind_counts
 from views.text import kind_label, language, num, t
 
 ZOOM = 256  # the one-head map shows at most ZOOM x ZOOM cells at full resolution
 
 
-def head_map(trace: Trace) -> None:
+def map_tab(trace: Trace) -> None:
     st.session_state.setdefault("eps", DEFAULT_EPS)
     eps = st.slider(t("explorer.eps"), 0.05, 0.95, step=0.05, key="eps")
     label = t("explorer.sink_rate", eps=num(eps, ".2f"), n=trace.n_tokens)
@@ -25,10 +26,11 @@ def head_map(trace: Trace) -> None:
     st.caption(t("explorer.sink_rate_help"))
     metric = st.radio(t("explorer.colour_by"), HEAD_METRICS, horizontal=True, key="metric")
     left, right = st.columns([3, 2])
-    head_map_fig = plot.fig_head_map(trace.heads, metric, lang=language())
-    left.plotly_chart(head_map_fig, key="head_map", on_select=open_clicked_head, selection_mode="points")
+    with left:
+        head_map(trace.heads, metric, key="head_map", on_click=open_clicked_head)
     left.caption(t("explorer.click_to_open"))
-    right.plotly_chart(plot.fig_kind_counts(trace.heads["kind"], lang=language()), key="kind_counts")
+    with right:
+        kind_counts(trace.heads["kind"], key="kind_counts")
     kinds = trace.heads["kind"]
     sink_kind = num(100 * float((kinds == "sink").mean()), ".0f")
     right.caption(t("explorer.two_thresholds", eps=num(eps, ".2f"), rate=num(trace.sink_rate(eps), ".0f"),
@@ -51,9 +53,9 @@ def head_map(trace: Trace) -> None:
 def open_clicked_head() -> None:
     """A click on a head map cell opens that head in "One head"."""
     state = st.session_state
-    points = state["head_map"].selection.points
-    if points:
-        state["layer"], state["head"] = int(points[0]["y"]), int(points[0]["x"])
+    clicked = clicked_head("head_map")
+    if clicked:
+        state["layer"], state["head"] = clicked
         state["tab_id"] = "one"
         state.pop("tab", None)  # tabs() sets the open tab from tab_id, in this viewer's language
 
@@ -155,7 +157,7 @@ def tabs(request: common.Request, trace: Trace) -> None:
         state["tab"] = labels[state.get("tab_id", "map")]
     containers = st.tabs(list(labels.values()), key="tab", on_change="rerun")
     state["tab_id"] = next(tab for tab, label in labels.items() if label == state["tab"])
-    draw = {"map": lambda: head_map(trace), "one": lambda: one_head(request, trace),
+    draw = {"map": lambda: map_tab(trace), "one": lambda: one_head(request, trace),
             "all": lambda: all_heads(request, trace), "depth": lambda: depth(trace)}  # fmt: skip
     for tab, container in zip(labels, containers, strict=True):
         if container.open:

@@ -8,6 +8,7 @@ from sinkscope.interventions import Outcome
 from sinkscope.metrics import nan_mean
 
 from views import common, lessons, sink_cost
+from views.html_figures import kind_counts
 from views.text import language, num, say, t
 
 SOURCES = {"sink": "diag.heads_sink", "diagonal": "diag.heads_diagonal", "all": "diag.heads_all"}
@@ -24,7 +25,8 @@ def depth(trace: Trace) -> None:
 
 def kinds(trace: Trace) -> None:
     left, right = st.columns(2)
-    left.plotly_chart(plot.fig_kind_counts(trace.heads["kind"], lang=language()), key="dg_kinds")
+    with left:
+        kind_counts(trace.heads["kind"], key="dg_kinds")
     right.plotly_chart(
         plot.fig_kind_output(trace.heads["kind"], trace.heads["output_norm"], lang=language()), key="dg_output"
     )

@@ -8,6 +8,7 @@ from sinkscope.capture import Trace
 from sinkscope.tokens import token_labels
 
 from views import common, lessons
+from views.html_figures import head_map
 from views.text import language, num, t
 
 PRESETS = {
@@ -112,7 +113,7 @@ def on_the_model(request: common.Request, trace: Trace) -> None:
     title = t("softmax.withheld_title", layer=layer, head=head)
     fig = plot.fig_lines(labels, series, title, t("softmax.query_token"), t("softmax.share"))
     st.plotly_chart(fig, key="sm_withheld")
-    st.plotly_chart(plot.fig_head_map(trace.heads, "withheld", lang=language()), key="sm_withheld_map")
+    head_map(trace.heads, "withheld", key="sm_withheld_map")
     st.caption(t("softmax.counterfactual"))
 
 

@@ -9,6 +9,33 @@
       problems.push('cut off: ' + el.textContent.trim().slice(0, 60));
     }
   }
+  const textBox = (el) => { const range = document.createRange(); range.selectNodeContents(el); return range.getBoundingClientRect(); };
+  for (const figure of document.querySelectorAll('.ss-figure')) {  // sinkscope.plot.html_figures
+    const frame = figure.getBoundingClientRect();
+    for (const part of figure.querySelectorAll('figcaption, .ss-body > *, .ss-bar > span')) {
+      const box = textBox(part);
+      if (box.width && (box.right > frame.right + 1 || box.left < frame.left - 1)) {
+        problems.push('wider than its figure: ' + (part.textContent.trim().slice(0, 60) || part.className));
+      }
+    }
+    const cells = figure.querySelectorAll('.ss-cells > i'), rows = figure.querySelectorAll('.ss-y-ticks > span');
+    if (cells.length && rows.length) {
+      const [last, label] = [cells[cells.length - 1].getBoundingClientRect(), textBox(rows[rows.length - 1])];
+      const middle = (label.top + label.bottom) / 2;
+      if (middle < last.top || middle > last.bottom) {
+        problems.push('layer labels beside the wrong rows: ' + figure.querySelector('figcaption').textContent);
+      }
+    }
+    for (const ticks of figure.querySelectorAll('.ss-x-ticks, .ss-y-ticks, .ss-bar, .ss-legend')) {
+      const labels = [...ticks.children].filter((t) => t.textContent);
+      for (let i = 1; i < labels.length; i++) {
+        if (meets(textBox(labels[i - 1]), textBox(labels[i]))) {
+          problems.push(`labels overlap: ${labels[i - 1].textContent} / ${labels[i].textContent}`);
+          break;
+        }
+      }
+    }
+  }
   for (const plot of document.querySelectorAll('.js-plotly-plot')) {
     const frame = plot.getBoundingClientRect();
     for (const title of plot.querySelectorAll('.gtitle, .gtitle-subtitle')) {

@@ -22,25 +22,16 @@ def test_one_head_opens_on_a_head_that_attends_but_reads_little(page: Page, app_
     expect(strip.locator(".ytick text")).to_have_text(["23"])  # the strip is labelled with its own layer
 
 
-def cell_position(page: Page, title: str, head: int, layer: int) -> tuple[float, float]:
-    """Where on screen the head map draws (head, layer), from Plotly's own axes."""
-    chart = page.locator(".stPlotlyChart").filter(has_text=title).first
-    expect(chart.locator(".xtick").first).to_be_attached(timeout=LOAD)
-    return chart.locator(".js-plotly-plot").evaluate(
-        """(plot, [head, layer]) => {
-            const box = plot.getBoundingClientRect(), x = plot._fullLayout.xaxis, y = plot._fullLayout.yaxis;
-            return [box.left + x._offset + x.l2p(head), box.top + y._offset + y.l2p(layer)];
-        }""",
-        [head, layer],
-    )
-
-
-def test_clicking_a_head_map_cell_opens_that_head(page: Page, app_url: str) -> None:
+def test_hovering_a_head_map_cell_tells_its_numbers_and_a_click_opens_that_head(page: Page, app_url: str) -> None:
     page.goto(f"{app_url}/?example=english")
     wait_for_analysis(page)
     expect(page.get_by_text(re.compile(r"^Two thresholds, two questions")).first).to_be_visible()
-    x, y = cell_position(page, "sink: attention", head=8, layer=18)
-    page.mouse.click(x, y)
+    cell = page.locator('.ss-head-map [data-layer="18"][data-head="8"]')
+    cell.hover()
+    tip = page.locator(".ss-figure-tip:visible")
+    expect(tip).to_be_visible(timeout=LOAD)
+    expect(tip).to_have_text(re.compile(r"^layer 18, head 8\s+sink: 1\.000\s+diagonal: 0\.000\s+(.+\s+){3}kind: sink$"))
+    cell.click()
     expect(page.get_by_role("tab", name="One head")).to_have_attribute("aria-selected", "true", timeout=LOAD)
     expect(page.get_by_text("Layer 18, head 8").first).to_be_visible(timeout=LOAD)
     expect(page).to_have_url(re.compile(r"layer=18.*head=8.*tab_id=one|tab_id=one.*layer=18"), timeout=LOAD)

@@ -32,6 +32,7 @@ from sinkscope.plot.explore import (
     fig_thumbnails,
     figure_html,
 )
+from sinkscope.plot.html_figures import FIGURES_CSS, head_map_html, kind_counts_html
 from sinkscope.plot.lessons import (
     fig_channel_map,
     fig_kind_output,
@@ -41,6 +42,7 @@ from sinkscope.plot.lessons import (
 )
 
 __all__ = [
+    "FIGURES_CSS",
     "KIND_COLORS",
     "escape",
     "fig_attention",
@@ -63,4 +65,6 @@ __all__ = [
     "fig_stream_nll",
     "fig_thumbnails",
     "figure_html",
+    "head_map_html",
+    "kind_counts_html",
 ]

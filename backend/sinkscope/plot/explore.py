@@ -43,6 +43,15 @@ def escape(text: str) -> str:
     return html.escape(text, quote=False)
 
 
+def colorscale(metric: str) -> tuple[tuple[float, str], ...]:
+    """((position, colour), ...) of a head metric's scale, as Plotly resolves its name: one scale for every map."""
+    return go.Heatmap(colorscale="Reds" if metric in ("sink", "value_sink") else "Viridis").colorscale
+
+
+def head_map_title(metric: str, tr: Text) -> str:
+    return f"{metric}: {tr(TITLES[metric])}"
+
+
 def fig_head_map(heads: dict[str, np.ndarray], metric: str, lang: str = "en") -> go.Figure:
     """A layer x head heatmap of one per-head metric; hover shows all five and the kind.
 
@@ -63,7 +72,7 @@ def fig_head_map(heads: dict[str, np.ndarray], metric: str, lang: str = "en") ->
             y=np.arange(n_layers),
             zmin=0,
             zmax=1,
-            colorscale="Reds" if metric in ("sink", "value_sink") else "Viridis",
+            colorscale=colorscale(metric),
             colorbar={"title": {"text": metric}},
             hoverinfo="skip",
         )
@@ -81,7 +90,7 @@ def fig_head_map(heads: dict[str, np.ndarray], metric: str, lang: str = "en") ->
         showlegend=False,
     )
     fig.update_layout(
-        title=heading(f"{metric}: {tr(TITLES[metric])}"),
+        title=heading(head_map_title(metric, tr)),
         xaxis={"title": tr("fig.head"), "dtick": 1, "range": [-0.5, n_heads - 0.5]},
         yaxis={"title": tr("fig.layer"), "range": [n_layers - 0.5, -0.5]},  # top to bottom; fixed: markers pad
         height=max(320, 18 * n_layers + 120),

@@ -1,0 +1,69 @@
+"""The HTML head map and kind counts the app draws first: the same numbers, colours and words as their Plotly
+twins, checked on hand-built heads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from plotly.colors import get_colorscale, sample_colorscale
+from sinkscope import plot
+from sinkscope.names import HEAD_METRICS
+from sinkscope.plot.html_figures import tick_step
+
+from tests.html_figure import read
+
+
+def hand_built_heads() -> dict[str, np.ndarray]:
+    """3 layers x 2 heads with a value past the scale's end and a missing one."""
+    heads = {metric: np.full((3, 2), 0.25) for metric in HEAD_METRICS}
+    heads["sink"] = np.array([[0.0, 1.0], [0.5, 1.3], [np.nan, 0.125]])
+    heads["kind"] = np.array([["mixed", "sink"], ["diagonal", "sink"], ["previous_token", "sink"]])
+    return heads
+
+
+def test_every_cell_carries_its_value_and_its_colour_on_plotlys_own_scale() -> None:
+    heads = hand_built_heads()
+    figure = read(plot.head_map_html(heads, "sink"))
+    np.testing.assert_array_equal(figure.values(), heads["sink"])
+    reds = get_colorscale("Reds")
+    assert figure.fill(0, 0) == sample_colorscale(reds, [0.0])[0]
+    assert figure.fill(2, 1) == sample_colorscale(reds, [0.125])[0] == "rgb(254, 224, 210)"  # a stop of Reds
+    assert figure.fill(1, 1) == figure.fill(0, 1) == sample_colorscale(reds, [1.0])[0]  # 1.3 shows as the top
+    assert figure.fill(2, 0) == "transparent"
+    viridis = get_colorscale("Viridis")
+    assert read(plot.head_map_html(heads, "diagonal")).fill(0, 0) == sample_colorscale(viridis, [0.25])[0]
+
+
+def test_the_html_map_shows_what_the_plotly_map_shows() -> None:
+    heads = hand_built_heads()
+    figure, twin = read(plot.head_map_html(heads, "sink")), plot.fig_head_map(heads, "sink")
+    np.testing.assert_array_equal(figure.values(), np.asarray(twin.data[0].z))
+    assert figure.title == twin.layout.title.text == "sink: attention to the first token"
+    assert (figure.texts["ss-x-title"], figure.texts["ss-y-title"]) == (twin.layout.xaxis.title.text, "layer")
+    assert figure.texts["ss-y-ticks"] == "0 1 2" and figure.texts["ss-x-ticks"] == "0 1"
+
+
+def test_hover_gives_every_metric_and_the_kind_in_the_viewers_language() -> None:
+    figure = read(plot.head_map_html(hand_built_heads(), "sink", lang="pt"))
+    tip = figure.cells[2]["title"].splitlines()  # layer 1, head 0
+    assert tip == ["camada 1, cabeça 0", "sink: 0,500", *[f"{m}: 0,250" for m in HEAD_METRICS[1:]], "tipo: diagonal"]
+    assert figure.texts["ss-x-title"] == "cabeça"
+
+
+def test_the_kind_bars_count_each_layers_heads() -> None:
+    kinds = np.array([["sink", "sink", "mixed", "diagonal"], ["previous_token"] * 4])
+    figure = read(plot.kind_counts_html(kinds))
+    assert figure.title == plot.fig_kind_counts(kinds).layout.title.text
+    tip = figure.bars[0]["title"].splitlines()
+    assert tip == ["layer 0", "sink: 2", "diagonal: 1", "previous_token: 0", "mixed: 1"]
+    colour = plot.KIND_COLORS
+    bottom_up = [f"height:50%;background:{colour['sink']}", f"height:25%;background:{colour['diagonal']}"]
+    assert figure.segments[0] == [*bottom_up, f"height:25%;background:{colour['mixed']}"]  # no empty part
+    assert figure.segments[1] == [f"height:100%;background:{colour['previous_token']}"]
+    assert figure.texts["ss-y-ticks"] == "0 1 2 3 4"
+    assert figure.texts["ss-legend"] == "sink diagonal previous_token mixed"
+
+
+@pytest.mark.parametrize(("most", "ticks", "step"), [(4, 5, 1), (9, 5, 2), (16, 5, 5), (29, 6, 5), (32, 5, 10)])
+def test_ticks_come_every_1_2_or_5_times_a_power_of_ten(most: int, ticks: int, step: int) -> None:
+    assert tick_step(most, ticks) == step
