@@ -77,7 +77,7 @@ def timed(action: Callable[[], None], done: Callable[[], None]) -> float:
     return time.perf_counter() - start
 
 
-DRAWN = """[...document.querySelectorAll('.stPlotlyChart .gtitle')]
+DRAWN = f"""[...document.querySelectorAll('{FIGURE_TITLE}')]
     .some(title => title.textContent.includes(text) && title.getBoundingClientRect().width > 0)"""
 FIGURE_TITLED = f"text => {DRAWN}"
 MAP_DRAWN = """[...document.querySelectorAll('.ss-head-map')]

@@ -39,7 +39,8 @@ def test_the_html_map_shows_what_the_plotly_map_shows() -> None:
     figure, twin = read(plot.head_map_html(heads, "sink")), plot.fig_head_map(heads, "sink")
     np.testing.assert_array_equal(figure.values(), np.asarray(twin.data[0].z))
     assert figure.title == twin.layout.title.text == "sink: attention to the first token"
-    assert (figure.texts["ss-x-title"], figure.texts["ss-y-title"]) == (twin.layout.xaxis.title.text, "layer")
+    titles = (twin.layout.xaxis.title.text, twin.layout.yaxis.title.text)
+    assert (figure.texts["ss-x-title"], figure.texts["ss-y-title"]) == titles == ("head", "layer")
     assert figure.texts["ss-y-ticks"] == "0 1 2" and figure.texts["ss-x-ticks"] == "0 1"
 
 

@@ -1,8 +1,8 @@
 """The explorer's first two figures as plain HTML, laid out by the stylesheet ``FIGURES_CSS``.
 
 A browser draws them at once. A page's first Plotly chart waits for Plotly's 4.7 MB bundle to be evaluated, and
-the page shows none of its elements until then: on a two-core laptop that put the head map 2.4 s after the page
-loaded, against 1 s this way. Each figure draws the same cells, colours and hover text as its Plotly twin
+the page shows none of its elements until then: on a two-core laptop that put the head map 2.6 s after the page
+loaded, against 1.2 s this way. Each figure draws the same cells, colours and hover text as its Plotly twin
 (``fig_head_map``, ``fig_kind_counts``); hover text is each cell's ``title``.
 """
 
@@ -48,12 +48,12 @@ def colour_bar(metric: str, tr: Text) -> str:
     )
 
 
-def figure(title: str, kind: str, shape: tuple[int, int], body: str) -> str:
-    """A ``<figure>`` of class ``ss-{kind}`` whose CSS grid knows the model's (layers, heads)."""
+def figure(title: str, name: str, shape: tuple[int, int], body: str) -> str:
+    """A ``<figure>`` of class ``ss-{name}`` whose CSS grid knows the model's (layers, heads)."""
     title = html.escape(title)
     style = f"--layers:{shape[0]};--heads:{shape[1]}"
     return (
-        f'<figure class="ss-figure ss-{kind}" role="group" aria-label="{title}" style="{style}">'
+        f'<figure class="ss-figure ss-{name}" role="group" aria-label="{title}" style="{style}">'
         f'<figcaption>{title}</figcaption><div class="ss-body">{body}</div></figure>'
     )
 
