@@ -99,6 +99,35 @@ def test_median_is_numpys_mean_of_the_two_middle_values() -> None:
     assert metrics.layer_scores(h)["median_abs"] == pytest.approx(2.5)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 1001, 60000])
+def test_ranked_values_equal_a_full_sort(n: int) -> None:
+    rng = np.random.default_rng(n)
+    scale = rng.choice(np.array([1e-40, 1e-3, 1.0, 1e3], dtype=np.float32), size=n)  # subnormals too
+    values = np.abs(rng.standard_normal(n).astype(np.float32)) * scale
+    values[: n // 3] = values[-1]  # ties
+    values[n // 2 :: 7] = 0.0
+    values[-1] = np.inf if n > 4 else values[-1]
+    expected = np.sort(values)
+    runs = [((n - 1) // 2, n // 2), (max(n - 3, 0), n - 1), (0, min(n, 5) - 1)]
+    for (first, last), found in zip(runs, metrics.ranked(values, runs), strict=True):
+        np.testing.assert_array_equal(found, expected[first : last + 1])
+    median, top = metrics.median_and_top3(values)
+    assert median == np.median(values.astype(np.float64))
+    np.testing.assert_array_equal(top[: min(n, 3)], expected[::-1][:3])
+    assert np.isnan(top[min(n, 3) :]).all()
+
+
+def test_token_cosine_of_float32_states_equals_the_float64_definition() -> None:
+    rng = np.random.default_rng(5)
+    h = rng.normal(size=(300, 64)).astype(np.float32)
+    h[:, 3] += 4.0  # a shared direction: cosines well away from 0
+    h[7] = 0.0  # a zero row counts in no pair
+    for scaled in (False, True):
+        exact = metrics.token_cosine(h.astype(np.float64), scaled=scaled)
+        assert metrics.token_cosine(h, scaled=scaled) == pytest.approx(exact, rel=1e-5)
+    assert metrics.bos_cosine(h) == pytest.approx(metrics.bos_cosine(h.astype(np.float64)), rel=1e-5)
+
+
 def test_token_cosine_matches_the_pairwise_definition() -> None:
     h = np.random.default_rng(3).normal(size=(6, 5))
     u = h[1:] / np.linalg.norm(h[1:], axis=1, keepdims=True)

@@ -26,6 +26,7 @@ from sinkscope.names import DEFAULT_EPS, HEAD_METRICS, KIND_THRESHOLD, LABELLED_
 
 MASSIVE_ABS = 100.0
 MASSIVE_RATIO = 1000.0
+BUCKETS = 1 << 15  # the top 16 bits of a float32 >= 0
 
 
 def nan_mean(values: np.ndarray, axis: int | None = None) -> np.ndarray | float:
@@ -101,14 +102,16 @@ def token_cosine(h: np.ndarray, scaled: bool = False) -> float:
     """Mean cosine over pairs t != s of Q; ``scaled`` first divides each channel by its RMS over Q.
 
     Scaling without centring keeps oversmoothing visible: z-scoring would pin the mean near -1/(n-1).
+    A float32 h is worked in float32 and summed in float64 (a float64 copy costs more than the sums).
     """
-    x = np.asarray(h, dtype=np.float64)[1:]  # (token in Q, channel)
+    x = np.asarray(h)[1:]  # (token in Q, channel)
+    x = x if x.dtype == np.float32 else x.astype(np.float64)
     n = x.shape[0]
     if n < 2:
         return float("nan")
     if scaled:
-        rms = np.sqrt((x * x).mean(0))
-        x = np.where(rms > 0, x / np.where(rms > 0, rms, 1), 0)
+        rms = np.sqrt((x * x).mean(0, dtype=np.float64)).astype(x.dtype)
+        x = np.where(rms > 0, x / np.where(rms > 0, rms, 1), 0).astype(x.dtype, copy=False)
     total = unit_rows(x).sum(0, dtype=np.float64)
     # sum over ordered pairs t != s of u_t . u_s = |sum u|^2 - sum |u_t|^2, and |u_t| = 1 (or 0)
     nonzero = np.count_nonzero(np.linalg.norm(x, axis=-1))
@@ -118,7 +121,8 @@ def token_cosine(h: np.ndarray, scaled: bool = False) -> float:
 def bos_cosine(h: np.ndarray) -> float:
     """Mean over t in Q of cos(h[0], h[t]): on what attention reads, the half-space condition for a sink."""
     u = unit_rows(np.asarray(h))
-    return float((u[1:] @ u[0]).mean(dtype=np.float64)) if len(u) > 1 else float("nan")
+    # einsum, not BLAS: OpenBLAS's threads would spin on the cores the other layers' metrics use
+    return float(np.einsum("tc,c->t", u[1:], u[0]).mean(dtype=np.float64)) if len(u) > 1 else float("nan")
 
 
 def massive_activations(h: np.ndarray, median_abs: float) -> list[tuple[int, int, float]]:
@@ -129,16 +133,32 @@ def massive_activations(h: np.ndarray, median_abs: float) -> list[tuple[int, int
     return [(int(tokens[i]), int(channels[i]), float(h[tokens[i], channels[i]])) for i in order]
 
 
+def ranked(values: np.ndarray, runs: list[tuple[int, int]]) -> list[np.ndarray]:
+    """For each run (first, last) of ranks (0 = smallest), the values of float32 values >= 0 at those ranks,
+    exactly as a sort would give them.
+
+    Non-negative floats order like their bit patterns, so a histogram of the top 16 bits finds the buckets
+    that hold a run, and only the values in those few buckets get sorted: three times faster than a partition.
+    """
+    flat = np.ascontiguousarray(values, dtype=np.float32).ravel()
+    bucket = flat.view(np.int32) >> 16  # 0 .. BUCKETS - 1: sign bit 0, exponent, 7 bits of mantissa
+    ends = np.bincount(bucket, minlength=BUCKETS).cumsum()  # values in the buckets up to each one
+    found = []
+    for first, last in runs:
+        low, high = np.searchsorted(ends, [first, last], side="right")
+        below = int(ends[low - 1]) if low else 0
+        inside = np.sort(flat[(bucket >= low) & (bucket <= high)])  # consecutive ranks leave no gap between
+        found.append(inside[first - below : last - below + 1])
+    return found
+
+
 def median_and_top3(magnitude: np.ndarray) -> tuple[float, np.ndarray]:
-    """numpy's median (mean of the two middle values) and the three largest, from one partition."""
-    flat = magnitude.ravel()
-    n = flat.size
-    middle = [(n - 1) // 2, n // 2]
-    top = [max(n - 3, 0), max(n - 2, 0), n - 1]
-    part = np.partition(flat, sorted(set(middle + top)))
+    """numpy's median (mean of the two middle values) and the three largest of float32 values >= 0."""
+    n = magnitude.size
+    middle, top = ranked(magnitude, [((n - 1) // 2, n // 2), (max(n - 3, 0), n - 1)])
     largest = np.full(3, np.nan)
-    largest[: min(n, 3)] = part[top][::-1][: min(n, 3)]
-    return float(part[middle].astype(np.float64).mean()), largest
+    largest[: top.size] = top[::-1]
+    return float(middle.astype(np.float64).mean()), largest
 
 
 def layer_scores(h: np.ndarray) -> dict[str, object]:
