@@ -395,8 +395,8 @@ class _Reducer:
         )  # (metric, kv, group, query_pos), in the order of HEAD_SUMS
         in_q, from_two = self.rows_in
         counted = torch.stack([in_q, in_q, from_two, in_q, in_q, in_q, in_q])  # (metric, query_pos)
-        totals = torch.where(counted[:, None, None, :], per_row.double(), 0.0).sum(-1)  # (metric, kv, group)
-        self.sums = totals.cpu()
+        counted_rows = torch.where(counted[:, None, None, :], per_row, 0.0).cpu()  # float64 on the host: MPS has none
+        self.sums = counted_rows.sum(-1, dtype=torch.float64)  # (metric, kv, group)
 
     def store(self, into: dict[str, dict[int, torch.Tensor]], layer: int) -> None:
         for name, total in zip(HEAD_SUMS, self.sums, strict=True):
