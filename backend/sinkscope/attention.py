@@ -362,7 +362,7 @@ class _Reducer:
         self.previous_at = (key_of_row - 1).clamp_min(0).expand(n_kv, group, -1, 1)
         self.noted = torch.zeros(5, n_kv, group, n_queries, device=value.device)  # (stat, kv, group, query_pos)
         self.rows_in = (key_of_row.view(-1) >= 1, key_of_row.view(-1) >= 2)  # row 0 reads itself; previous: t >= 2
-        self.sums = torch.zeros(len(HEAD_SUMS), n_kv, group, dtype=torch.float64)  # (metric, kv, g)
+        self.sums: torch.Tensor | None = None  # (metric, kv, group), once ``finish`` has run
 
     def note(self, weights: torch.Tensor, scores: torch.Tensor, q0: int) -> None:
         """Rows ``q0 ..``: their largest score and weight, sum_j a s, and the weights on themselves and the
