@@ -21,7 +21,7 @@ def streaming_llm_by_the_book(loaded: LoadedModel, ids: list[int], sinks: int, w
     model, kept = loaded.model, []
     stored: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # layer -> (pre-rotation key, value) each
 
-    def attend(module, query, key, value, mask, scaling=None, softcap=None):  # noqa: ANN001, ANN202
+    def attend(module, query, key, value, mask, scaling=None, softcap=None, s_aux=None):  # noqa: ANN001, ANN202
         cos, sin = model.model.rotary_emb(value, torch.arange(len(kept))[None])  # (1, size, head_dim)
         _, unrotated = apply_rotary_pos_emb(key, key, cos[:, -1:], -sin[:, -1:])  # undo R(size - 1)
         entries = stored.setdefault(module.layer_idx, [])

@@ -21,6 +21,8 @@ from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import sdpa_mask
 
 from sinkscope.arrays import bin_index
+from sinkscope.errors import ModelLoadError
+from sinkscope.families import family_of
 from sinkscope.names import HEAD
 
 ATTENTION_NAME = "sinkscope"
@@ -28,6 +30,8 @@ ATTENTION_LABEL = "sinkscope (chunked eager, float32 softmax)"
 CHUNK_ROWS = 64
 HEAD_SUMS = tuple(m.name for m in HEAD if m.name != "value_norm_ratio")  # the order _Reducer.add stacks them
 MIN_SCORE = torch.finfo(torch.float32).min  # a blocked key: its softmax weight is exactly 0
+# transformers' plumbing, safe to ignore: positions are already turned into q and k, and nothing here caches
+PLUMBING = frozenset({"position_ids", "cache_position", "use_cache", "output_attentions", "output_router_logits"})
 ScoreEdit = Callable[[int, torch.Tensor, torch.Tensor], None]  # (layer, scores, key position of each row), in place
 ResidualEdit = Callable[[int, torch.Tensor], torch.Tensor]  # (index l of h^l, hidden) -> new hidden
 T = TypeVar("T")
@@ -64,6 +68,8 @@ class Recorder:
     withheld: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos), kept maps only
     output_norms: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos)
     first_key: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos): A[t, 0]
+    learned: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos), kept maps only:
+    # the mass a learned sink logit (gpt-oss) takes from each row, 0 for plain softmax
     block_call: dict | None = None  # given: the first block's args and kwargs land here and the forward stops
 
     def mask_facts(
@@ -129,18 +135,9 @@ def recording(recorder: Recorder) -> AbstractContextManager[Recorder]:
     return _within(_current, recorder)
 
 
-def output_weight(module: torch.nn.Module) -> torch.Tensor:
-    """The attention output projection as (d_model, heads * head_dim), without its bias."""
-    if hasattr(module, "o_proj"):
-        return module.o_proj.weight
-    if hasattr(module, "c_proj"):
-        return module.c_proj.weight.T  # GPT-2's Conv1D stores (in, out)
-    raise TypeError(f"{type(module).__name__} has no o_proj or c_proj output projection")
-
-
 def output_gram(module: torch.nn.Module, n_heads: int, head_dim: int) -> torch.Tensor:
     """W_O^h' W_O^h per head as (head, head_dim, head_dim): ||v W_O^h||^2 = v G_h v'."""
-    w = output_weight(module).float()
+    w = family_of(module.config).output_weight(module).float()
     w = w.reshape(w.shape[0], n_heads, head_dim)  # (d_model, head, head_dim)
     return torch.einsum("mhd,mhe->hde", w, w)
 
@@ -191,6 +188,7 @@ class Kept:
     maps: torch.Tensor | None = None  # (head, query_pos, key_pos)
     thumbs: torch.Tensor | None = None  # (head, rows, cols), max-pooled maps
     log_sum_exp: torch.Tensor | None = None  # (head, query_pos): ln sum_j e^{s_tj}
+    learned: torch.Tensor | None = None  # (head, query_pos): the mass the learned sink logit takes
     first_key: torch.Tensor | None = None  # (head, query_pos): the weight each query gives key 0
 
 
@@ -203,12 +201,19 @@ def sinkscope_attention(
     scaling: float | None = None,
     dropout: float = 0.0,
     softcap: float | None = None,
+    sliding_window: int | None = None,
+    s_aux: torch.Tensor | None = None,
     **kwargs: object,
 ) -> tuple[torch.Tensor, None]:
-    """Eager attention math when recording (SDPA otherwise), in query chunks against the keys they see."""
+    """Eager attention math when recording (SDPA otherwise), in query chunks against the keys they see.
+
+    ``sliding_window`` is honoured through the mask, which transformers builds per layer type; ``s_aux`` is
+    gpt-oss's learned sink logit per head (head,). Any other argument is refused (``check_arguments``).
+    """
+    check_arguments(module, dropout, kwargs)
     override = _override.get()
     if override is not None:
-        return override(module, query, key, value, attention_mask, scaling=scaling, softcap=softcap)
+        return override(module, query, key, value, attention_mask, scaling=scaling, softcap=softcap, s_aux=s_aux)
     recorder = _current.get()
     layer = getattr(module, "layer_idx", None)
     reduce = recorder is not None and recorder.reduce
@@ -216,7 +221,7 @@ def sinkscope_attention(
     pool = recorder.pool if recorder is not None else None
     change = _change.get()
     edit = partial(change.edit_scores, layer) if change is not None and change.edit_scores else None
-    if not (reduce or keep or pool or edit) and softcap is None:
+    if not (reduce or keep or pool or edit) and softcap is None and s_aux is None:  # SDPA has neither
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
     if query.shape[0] != 1:
         raise ValueError("sinkscope attention analyzes one sequence at a time (batch size 1)")
@@ -230,12 +235,13 @@ def sinkscope_attention(
     if keep:
         kept.maps = torch.zeros(n_heads, n_queries, n_keys, device=query.device)
         kept.log_sum_exp = torch.zeros(n_heads, n_queries, device=query.device)
+        kept.learned = torch.zeros(n_heads, n_queries, device=query.device)
     if reduce:  # every prefix's sink score is a mean of this column (the causal mask makes it exact)
         kept.first_key = torch.zeros(n_heads, n_queries, device=query.device)
     if pool:
         kept.thumbs = torch.zeros(n_heads, min(pool, n_queries), min(pool, n_keys), device=query.device)
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-    out = chunked_attention(query * scaling, key, value, facts, softcap, reducer, kept, edit)
+    out = chunked_attention(query * scaling, key, value, facts, softcap, s_aux, reducer, kept, edit)
     if pool:
         recorder.thumbnails[layer] = kept.thumbs
     if reducer is not None:
@@ -257,20 +263,52 @@ def _keep_layer(
     recorder.maps[layer] = kept.maps
     recorder.norms[layer] = value_norms(module, value, n_heads).reshape(n_heads, -1)  # (head, key_pos)
     recorder.withheld[layer] = torch.sigmoid(-kept.log_sum_exp)  # softmax+1 would leave 1 / (1 + sum e^s) unread
+    recorder.learned[layer] = kept.learned
     per_head = out[0].transpose(0, 1)  # (head, query_pos, head_dim)
     recorder.output_norms[layer] = projected_norms(per_head, output_gram(module, n_heads, head_dim))
     if recorder.stop_after == layer:
         raise StopForward
 
 
+def check_arguments(module: torch.nn.Module, dropout: float, kwargs: dict[str, object]) -> None:
+    """Refuse an argument the kernel does not implement: one ignored silently would make every number wrong."""
+    unknown = sorted(set(kwargs) - PLUMBING - {"is_causal"})  # is_causal=True: the mask already is causal
+    unknown += ["is_causal"] * (kwargs.get("is_causal") is False) + ["dropout"] * bool(dropout)
+    if unknown:
+        config = getattr(module, "config", None)
+        family = family_of(config).name if config is not None else type(module).__name__
+        raise ModelLoadError("error.attention_argument", family=family, argument=", ".join(unknown))
+
+
+def sink_share(scores: torch.Tensor, sink_logits: torch.Tensor) -> torch.Tensor:
+    """The mass a learned sink logit takes from each row: softmax([s, sink])'s last column, as (..., rows).
+
+    scores (kv_head or lane, group, rows, keys) against sink_logits (head,), heads grouped as the scores are.
+    """
+    sink = sink_logits.float().reshape(scores.shape[-4], scores.shape[-3], 1)  # (kv_head, group, 1)
+    return torch.sigmoid(sink - torch.logsumexp(scores, dim=-1))
+
+
+def attention_weights(
+    scores: torch.Tensor, sink_logits: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """softmax over the keys, less what a learned sink takes (gpt-oss: the weights of eager attention, whose rows
+    sum to 1 - share); scores (..., group, rows, keys) in float32 -> (weights, share (..., group, rows) or None)."""
+    weights = torch.softmax(scores, dim=-1)
+    if sink_logits is None:
+        return weights, None
+    share = sink_share(scores, sink_logits)
+    return weights.mul_((1 - share).unsqueeze(-1)), share
+
+
 def eager(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None,
-    scaling: float | None = None, softcap: float | None = None,
+    scaling: float | None = None, softcap: float | None = None, s_aux: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, None]:  # fmt: skip
     """The model's own attention math, chunked, recording nothing: for functions passed to ``overriding``."""
     facts = MaskFacts.of(mask, query.shape[2], key.shape[2], query.device)
     scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
-    return chunked_attention(query * scaling, key, value, facts, softcap), None
+    return chunked_attention(query * scaling, key, value, facts, softcap, s_aux), None
 
 
 def chunked_attention(
@@ -279,11 +317,13 @@ def chunked_attention(
     value: torch.Tensor,
     facts: MaskFacts,
     softcap: float | None,
+    sink_logits: torch.Tensor | None = None,
     reducer: _Reducer | None = None,
     kept: Kept | None = None,
     edit: Callable[[torch.Tensor, torch.Tensor], None] | None = None,
 ) -> torch.Tensor:
-    """softmax(q k' + mask) v for pre-scaled queries, CHUNK_ROWS query rows at a time.
+    """softmax(q k' + mask) v for pre-scaled queries, CHUNK_ROWS query rows at a time; with ``sink_logits``
+    (head,), each row gives the learned sink its share first.
 
     ``edit(scores, key_positions_of_rows)`` may change the masked scores in place before the softmax.
     """
@@ -307,13 +347,15 @@ def chunked_attention(
         scores[..., lo:].masked_fill_(facts.blocked[q0:q1, lo:end], MIN_SCORE)
         if edit is not None:
             edit(scores, torch.arange(offset + q0, end, device=scores.device))
-        weights = torch.softmax(scores, dim=-1)  # (kv_head, group, rows, keys)
+        weights, share = attention_weights(scores, sink_logits)  # (kv_head, group, rows, keys)
         flat = weights.view(n_kv, group * rows, end).to(rhs.dtype)
         mixed[:, :, q0:q1] = torch.bmm(flat, rhs[:, :end]).view(n_kv, group, rows, -1)
         if kept.log_sum_exp is not None:
             kept.log_sum_exp[:, q0:q1] = torch.logsumexp(scores, dim=-1).reshape(n_heads, rows)  # (head, rows)
+        if kept.learned is not None and share is not None:
+            kept.learned[:, q0:q1] = share.reshape(n_heads, rows)  # (head, rows)
         if reducer is not None:
-            reducer.note(weights, scores, q0)
+            reducer.note(weights, scores, share, q0)
         if kept.first_key is not None:
             kept.first_key[:, q0:q1] = weights[..., 0].reshape(n_heads, rows)  # (head, rows)
         if kept.maps is not None:
@@ -360,15 +402,17 @@ class _Reducer:
         key_of_row = torch.arange(offset, n_keys, device=value.device).view(1, 1, -1, 1)  # (1, 1, query_pos, 1)
         self.diagonal_at = key_of_row.expand(n_kv, group, -1, 1)
         self.previous_at = (key_of_row - 1).clamp_min(0).expand(n_kv, group, -1, 1)
-        self.noted = torch.zeros(5, n_kv, group, n_queries, device=value.device)  # (stat, kv, group, query_pos)
+        self.noted = torch.zeros(6, n_kv, group, n_queries, device=value.device)  # (stat, kv, group, query_pos)
         self.rows_in = (key_of_row.view(-1) >= 1, key_of_row.view(-1) >= 2)  # row 0 reads itself; previous: t >= 2
         self.sums: torch.Tensor | None = None  # (metric, kv, group), once ``finish`` has run
 
-    def note(self, weights: torch.Tensor, scores: torch.Tensor, q0: int) -> None:
-        """Rows ``q0 ..``: their largest score and weight, sum_j a s, and the weights on themselves and the
-        previous token; weights, scores: (kv, group, rows, keys)."""
+    def note(self, weights: torch.Tensor, scores: torch.Tensor, share: torch.Tensor | None, q0: int) -> None:
+        """Rows ``q0 ..``: their largest score and weight, sum_j a s, the weights on themselves and the
+        previous token, and the learned sink's share; weights, scores: (kv, group, rows, keys)."""
         q1 = q0 + weights.shape[-2]
-        row_max_score, row_max_weight, weighted_score, on_self, on_previous = self.noted[..., q0:q1]
+        row_max_score, row_max_weight, weighted_score, on_self, on_previous, learned = self.noted[..., q0:q1]
+        if share is not None:
+            learned.copy_(share)
         torch.amax(scores, -1, out=row_max_score)
         torch.amax(weights, -1, out=row_max_weight)
         torch.sum(scores.mul_(weights), -1, out=weighted_score)
@@ -378,23 +422,26 @@ class _Reducer:
     def finish(self, mixed: torch.Tensor, first_key: torch.Tensor) -> None:
         """Every metric per row, summed over the rows each counts: mixed is A @ rhs (kv, group, query_pos, width),
         first_key the weights on key 0 (kv, group, query_pos)."""
-        row_max_score, row_max_weight, weighted_score, on_self, on_previous = self.noted
-        # log-sum-exp from the row max: the largest weight is >= 1/T, so its log never underflows
-        log_sum_exp = row_max_score - row_max_weight.log()
+        row_max_score, row_max_weight, weighted_score, on_self, on_previous, learned = self.noted
+        mass = 1 - learned  # what the real keys share: 1 unless a learned sink took some
+        # ln sum_j e^s - ln mass, from the row max: the largest weight is >= mass/T, so its log never underflows
+        lse_of_weights = row_max_score - row_max_weight.log()
         read = torch.diagonal(mixed[..., self.head_dim : self.head_dim + self.group], dim1=1, dim2=3)  # (kv, t, g)
         per_row = torch.stack(
             [
                 first_key,
                 on_self,
                 on_previous,
-                (log_sum_exp - weighted_score) / self.log_visible,  # -sum a ln a = lse - sum a s, no log pass
+                # -sum a ln a = mass (lse - ln mass) - sum a s, with no log pass over the weights
+                (lse_of_weights * mass - weighted_score) / self.log_visible,
                 first_key * self.norms[:, :, :1] / read.transpose(1, 2).clamp_min(1e-30),  # sum_j A[t,j] n_j
-                torch.sigmoid(-log_sum_exp),  # softmax+1 would withhold 1 / (1 + sum_j e^s) of this row
+                learned,
+                torch.sigmoid(-(lse_of_weights + mass.log())),  # softmax+1 would withhold 1 / (1 + sum_j e^s)
                 projected_norms(mixed[..., : self.head_dim], self.gram),  # || head output W_O^h ||
             ]
         )  # (metric, kv, group, query_pos), in the order of HEAD_SUMS
         in_q, from_two = self.rows_in
-        counted = torch.stack([in_q, in_q, from_two, in_q, in_q, in_q, in_q])  # (metric, query_pos)
+        counted = torch.stack([in_q, in_q, from_two, in_q, in_q, in_q, in_q, in_q])  # (metric, query_pos)
         counted_rows = torch.where(counted[:, None, None, :], per_row, 0.0).cpu()  # float64 on the host: MPS has none
         self.sums = counted_rows.sum(-1, dtype=torch.float64)  # (metric, kv, group)
 

@@ -19,7 +19,8 @@ import torch
 
 from sinkscope import attention, metrics
 from sinkscope.errors import InputError, ModelLoadError
-from sinkscope.models import LoadedModel
+from sinkscope.families import family_of
+from sinkscope.models import LoadedModel, ModelInfo, require_every_layer
 from sinkscope.names import DEFAULT_EPS, HEAD_COLUMNS, HEAD_METRICS, LAYER_COLUMNS, LAYER_METRICS, Kind
 from sinkscope.tokens import display_tokens, encode
 
@@ -100,12 +101,13 @@ class Trace:
 
 
 def decoder_layers(model: Any) -> torch.nn.ModuleList:
-    """The list of decoder blocks, whatever the architecture calls it (layers, h, ...)."""
+    """The list of decoder blocks, where the model's family keeps it (layers, h, ...)."""
+    family = family_of(model.config)
     n_layers = model.config.get_text_config().num_hidden_layers
-    for module in model.modules():
-        if isinstance(module, torch.nn.ModuleList) and len(module) == n_layers:
-            return module
-    raise ModelLoadError("error.no_layers", n=n_layers, model=type(model).__name__)
+    blocks = getattr(model.base_model, family.blocks, None)
+    if not isinstance(blocks, torch.nn.ModuleList) or len(blocks) != n_layers:
+        raise ModelLoadError("error.no_layers", n=n_layers, model=family.name)
+    return blocks
 
 
 def _edit_and_keep(index: int, hidden: torch.Tensor) -> torch.Tensor:
@@ -119,11 +121,11 @@ def _edit_and_keep(index: int, hidden: torch.Tensor) -> torch.Tensor:
 
 
 def _take_input(_module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+    hidden = _edit_and_keep(0, args[0] if args else kwargs["hidden_states"])
     recorder = attention.current_recorder()
     if recorder is not None and recorder.block_call is not None:  # what the model passes its blocks, then stop
         recorder.block_call.update(args=args[1:], kwargs=kwargs)
         raise attention.StopForward
-    hidden = _edit_and_keep(0, args[0] if args else kwargs["hidden_states"])
     return ((hidden, *args[1:]), kwargs) if args else (args, kwargs | {"hidden_states": hidden})
 
 
@@ -169,11 +171,10 @@ def run_forward(
     return None
 
 
-def head_metrics(recorder: attention.Recorder, n_layers: int, n_tokens: int) -> dict[str, np.ndarray]:
+def head_metrics(recorder: attention.Recorder, info: ModelInfo, n_tokens: int) -> dict[str, np.ndarray]:
     """Per-head means of a recorder's sums: the metrics of metrics.md, ``kind``, and the teaching extras."""
-    missing = [layer for layer in range(n_layers) if layer not in recorder.sums["sink"]]
-    if missing:
-        raise ModelLoadError("error.not_captured", layers=missing)
+    n_layers = info.n_layers
+    require_every_layer(recorder, n_layers, info.family)
     counts = {name: n_tokens - 1 for name in attention.HEAD_SUMS} | {"previous_token": n_tokens - 2}
     heads = {}
     for name, count in counts.items():
@@ -187,24 +188,13 @@ def head_metrics(recorder: attention.Recorder, n_layers: int, n_tokens: int) -> 
     return heads
 
 
-def read_norms(model: Any) -> list[torch.nn.Module] | None:
-    """The norm attention applies to each h^l: layer l+1's input norm, and the final norm for h^L."""
-    blocks, base = decoder_layers(model), model.base_model
-    first = [getattr(block, name, None) for block in blocks for name in ("input_layernorm", "ln_1")]
-    final = [getattr(base, name, None) for name in ("norm", "ln_f")]
-    found = [m for m in first if m is not None] + [m for m in final if m is not None][:1]
-    return found if len(found) == len(blocks) + 1 else None
-
-
 def read_cosines(model: Any, residual: list[torch.Tensor]) -> np.ndarray:
-    """bos_cosine per layer (layer + 1,): the first token's cosine with the others in what attention reads."""
-    norms = read_norms(model)
-    if norms is None:
-        log.warning("%s: no input norms found, bos_cosine is NaN", type(model).__name__)
-        return np.full(len(residual), np.nan)
+    """bos_cosine per layer (layer + 1,): the first token's cosine with the others in what attention reads
+    (a post-norm family's attention reads h^l itself)."""
+    norms = family_of(model.config).read_norms(model)
     with torch.inference_mode():
-        reads = (norm(h[0]).float().cpu().numpy() for norm, h in zip(norms, residual, strict=True))  # x^l: (token, d)
-        return np.array([metrics.bos_cosine(x) for x in reads])
+        reads = [h[0] if norm is None else norm(h[0]) for norm, h in zip(norms, residual, strict=True)]  # (token, d)
+        return np.array([metrics.bos_cosine(x.float().cpu().numpy()) for x in reads])
 
 
 def _layer_metrics(residual: np.ndarray, bos_cosine: np.ndarray) -> tuple[dict[str, np.ndarray], tuple]:
@@ -233,7 +223,7 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
         model=loaded.info.name,
         token_ids=tuple(ids),
         tokens=tokens,
-        heads=head_metrics(recorder, n_layers, len(ids)),
+        heads=head_metrics(recorder, loaded.info, len(ids)),
         layers=layers,
         massive=massive,
         residual=_frozen(residual),
@@ -265,6 +255,7 @@ class LayerMaps:
     value_norms: np.ndarray
     withheld: np.ndarray  # (head, query_pos): mass softmax+1 of the same scores would leave unread
     output_norms: np.ndarray  # (head, query_pos): ||sum_j A[t,j] v_j W_O^h||
+    learned: np.ndarray  # (head, query_pos): the mass a learned sink logit took (gpt-oss; 0 for plain softmax)
 
 
 def attention_maps(
@@ -283,13 +274,13 @@ def attention_maps(
         _run_block(loaded, list(ids), layer, start, recorder)
     else:
         run_forward(loaded, list(ids), recorder)
-    kept = (recorder.maps, recorder.norms, recorder.withheld, recorder.output_norms)
+    kept = (recorder.maps, recorder.norms, recorder.withheld, recorder.output_norms, recorder.learned)
     return LayerMaps(layer, *(_frozen(found[layer].float().cpu().numpy()) for found in kept))
 
 
 def _blocks_alike(model: Any) -> bool:
     """Every block takes the same mask and positions (no mix of sliding-window and full layers)."""
-    return len(set(getattr(model.config.get_text_config(), "layer_types", None) or ["full"])) == 1
+    return len(set(family_of(model.config).sliding_layers(model.config))) == 1
 
 
 def _run_block(

@@ -53,9 +53,10 @@ def key_geometry(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> dict[
     def attend(
         module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
         mask: torch.Tensor | None, scaling: float | None = None, softcap: float | None = None,
+        s_aux: torch.Tensor | None = None,
     ) -> tuple:  # fmt: skip
         found[module.layer_idx] = layer_geometry(query, key)
-        return attention.eager(query, key, value, mask, scaling, softcap)
+        return attention.eager(query, key, value, mask, scaling, softcap, s_aux)
 
     with attention.overriding(attend):
         run_forward(loaded, list(ids), attention.Recorder(reduce=False))

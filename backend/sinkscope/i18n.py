@@ -66,8 +66,13 @@ class Text:
         text = catalogue(code).get(key) or catalogue(DEFAULT)[key]
         if not values:
             return text
-        shown = {name: self.num(v, "g") if isinstance(v, float) else v for name, v in values.items()}
-        return text.format(**shown)
+        return text.format(**{name: self._shown(value) for name, value in values.items()})
+
+    def _shown(self, value: object) -> object:
+        """A float with the language's separators, a nested Message in this language, anything else as it is."""
+        if isinstance(value, float):
+            return self.num(value, "g")
+        return value.text(self.lang) if isinstance(value, Message) else value
 
     def num(self, value: float, spec: str = ".3f") -> str:
         """A number formatted with ``spec`` (``,`` groups thousands), with the language's separators."""

@@ -249,7 +249,7 @@ def outcome(loaded: LoadedModel, ids: list[int] | tuple[int, ...], change: Inter
     return Outcome(
         nll=nll.cpu().numpy(),
         top=top,
-        heads=head_metrics(recorder, loaded.info.n_layers, len(ids)),
+        heads=head_metrics(recorder, loaded.info, len(ids)),
         token_cosine=np.array([metrics.token_cosine(h) for h in residual]),
         token_cosine_scaled=np.array([metrics.token_cosine(h, scaled=True) for h in residual]),
     )
@@ -279,11 +279,13 @@ def sensitivity(
 def embedding_scale(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> float:
     """The median norm of the text's h^0: the unit perturbation sizes are given in.
 
-    The embedding module is called rather than its weights read, since some (Gemma) scale their output.
+    h^0 is read where the first block receives it, so whatever a family adds to the token embedding (Gemma's
+    sqrt(d_model), Granite's multiplier, GPT-2's positions) is in it; the forward stops there.
     """
-    with torch.inference_mode():
-        embed = loaded.model.get_input_embeddings()
-        h0 = embed(torch.tensor(list(ids), device=embed.weight.device)).float()  # (token, d_model)
+    install_residual_hooks(loaded.model)
+    recorder = attention.Recorder(reduce=False, residual=[None] * (loaded.info.n_layers + 1), block_call={})
+    run_forward(loaded, list(ids), recorder)
+    h0 = recorder.residual[0][0].float()  # (token, d_model)
     return float(np.median(h0.norm(dim=-1).cpu().numpy()))  # numpy's median, as metrics.md defines it
 
 

@@ -59,6 +59,7 @@ def head_scores(
         "previous_token": a[:, t[1:], t[1:] - 1].mean(-1) if n_tokens >= 3 else np.full(n_heads, np.nan),
         "entropy": entropy.mean(-1),
         "value_sink": np.full(n_heads, np.nan),
+        "learned_sink": (1 - rows.sum(-1)).mean(-1),  # what a learned sink logit took: rows sum to less than one
     }
     if value_norms is not None:
         n = np.asarray(value_norms, dtype=np.float64)[:, None, :]  # (head, 1, key_pos)

@@ -27,6 +27,7 @@ from transformers.models.auto.modeling_auto import (
 from sinkscope import attention
 from sinkscope.bundled import BUNDLED, cache_root
 from sinkscope.errors import ModelLoadError
+from sinkscope.families import check_supported, family_of, supported_names
 from sinkscope.i18n import Text
 
 log = logging.getLogger(__name__)
@@ -53,6 +54,8 @@ class ModelInfo:
     n_heads: int
     n_kv_heads: int
     max_tokens: int
+    family: str = "Llama"  # sinkscope.families: the adapter this model is measured with
+    learned_sinks: bool = False  # a learned sink logit per head (gpt-oss): rows sum to less than one
 
     def badge(self, lang: str = "en") -> str:
         return Text(lang)("badge", label=self.label, dtype=self.dtype, device=self.device, attention=self.attention)
@@ -181,6 +184,7 @@ def _check_causal_lm(source: str, spec: str) -> Any:
     )
     if not is_causal:
         raise ModelLoadError("error.not_causal", spec=spec, model_type=config.model_type)
+    check_supported(config)
     return config
 
 
@@ -204,6 +208,7 @@ def model_info(model: Any, name: str, label: str) -> ModelInfo:
     """What the UI and CLI show about a loaded model."""
     config = model.config.get_text_config()
     n_heads = config.num_attention_heads
+    family = family_of(model.config)
     return ModelInfo(
         name=name,
         label=label,
@@ -214,6 +219,8 @@ def model_info(model: Any, name: str, label: str) -> ModelInfo:
         n_heads=n_heads,
         n_kv_heads=getattr(config, "num_key_value_heads", None) or n_heads,
         max_tokens=token_limit(model.config),
+        family=family.name,
+        learned_sinks=family.learned_sinks,
     )
 
 
@@ -263,4 +270,30 @@ def load_model(
     model.to(device).eval().requires_grad_(False)
     if device == "cpu":
         lay_out_for_decoding(model)
+    check_capture(model)
     return LoadedModel(model, tokenizer, model_info(model, spec, label))
+
+
+def check_capture(model: Any) -> None:
+    """Refuse, at load, a model whose attention does not reach Sinkscope in every layer: a three-token forward
+    must call ``sinkscope.attention`` once per layer, with no argument it would have to ignore."""
+    family, n_layers = family_of(model.config), model.config.get_text_config().num_hidden_layers
+    recorder = attention.Recorder()
+    try:
+        with torch.inference_mode(), attention.recording(recorder):
+            model(input_ids=torch.zeros(1, 3, dtype=torch.long, device=model.device), use_cache=False)
+    except ModelLoadError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as err:  # a family calling its own kernels fails here
+        found = {"family": family.name, "reason": str(err).splitlines()[0], "supported": supported_names()}
+        raise ModelLoadError("error.not_interface", **found) from err
+    require_every_layer(recorder, n_layers, family.name)
+    if not family.tested:
+        log.warning("%s is not in Sinkscope's tested family matrix; its attention passed the load check", family.name)
+
+
+def require_every_layer(recorder: attention.Recorder, n_layers: int, family: str) -> None:
+    """A forward whose attention skipped Sinkscope in some layer measured nothing there: refuse it."""
+    missing = [layer for layer in range(n_layers) if layer not in recorder.sums["sink"]]
+    if missing:
+        raise ModelLoadError("error.not_captured", layers=missing, family=family, supported=supported_names())

@@ -41,6 +41,7 @@ HEAD = (
     Metric("previous_token", "head", True, "metric.previous_token"),
     Metric("entropy", "head", True, "metric.entropy"),
     Metric("value_sink", "head", True, "metric.value_sink"),
+    Metric("learned_sink", "head", True, "metric.learned_sink"),  # the mass a learned sink logit takes (gpt-oss)
     Metric("value_norm_ratio", "head", False),
     Metric("withheld", "head", False, "metric.withheld"),  # the mass softmax+1 would leave unread
     Metric("output_norm", "head", False),  # mean ||head output W_O^h|| over Q

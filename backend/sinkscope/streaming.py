@@ -24,10 +24,12 @@ import torch
 from sinkscope import attention
 from sinkscope.arrays import cache_band
 from sinkscope.errors import InputError, ModelLoadError
+from sinkscope.families import family_of
 from sinkscope.models import LoadedModel
 from sinkscope.names import STREAM_METHODS
 
 METHODS = STREAM_METHODS
+TURNABLE_ROPE = ("default", "linear", "llama3", "yarn")  # angles linear in the position: R(t - d) = R(-d) R(t)
 Progress = Callable[[list[float], int], bool]  # (NLL so far, total) -> keep going?
 LanesProgress = Callable[[np.ndarray, int], bool]  # ((lane, token) NLL so far, total) -> keep going?
 MethodsProgress = Callable[[dict[str, list[float]], int], bool]  # ({method: NLL so far}, total) -> keep going?
@@ -87,31 +89,44 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
     return torch.cat([-x[..., half:], x[..., :half]], dim=-1)
 
 
-def rotary_of(model: torch.nn.Module) -> Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]:
-    """positions -> (cos, sin), each (position, head_dim), from the model's one standard rotary embedding."""
-    config = model.config.get_text_config()
+@dataclass(frozen=True)
+class Rotary:
+    """How to turn a query back by d positions: the model's rotary frequencies, and which layers rotate at all."""
+
+    inv_freq: torch.Tensor  # (rotary_dims / 2,): a partial rotary turns only the first rotary_dims of each head
+    rope_layers: tuple[bool, ...]  # per layer (SmolLM3's NoPE layers: False)
+
+    def turn_back(self, query: torch.Tensor, distance: int) -> torch.Tensor:
+        """R(-distance) applied to the rotated dimensions of (..., head_dim) queries (half-split pairs, as
+        transformers' rotate_half); attention scaling (YaRN) is left as it is, since only the angle changes."""
+        angles = distance * self.inv_freq.to(query.device)  # (rotary_dims / 2,)
+        cos, sin = torch.cat([angles, angles]).cos(), torch.cat([angles, angles]).sin()  # (rotary_dims,)
+        turned, rest = query[..., : cos.numel()], query[..., cos.numel() :]
+        return torch.cat([turned * cos - rotate_half(turned) * sin, rest], dim=-1)
+
+
+def rotary_of(model: torch.nn.Module) -> Rotary:
+    """The model's rotary embedding, if streaming can re-position its cache exactly: one rotary embedding whose
+    angles grow linearly with the position, and no sliding-window layers (their window is in text positions)."""
+    config, family = model.config.get_text_config(), family_of(model.config)
     rope = getattr(model.base_model, "rotary_emb", None)
     rope_type = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
-    if rope is None or rope_type != "default" or getattr(config, "layer_types", None):
-        raise ModelLoadError("error.streaming_model", model_type=config.model_type)
-
-    def cos_sin(positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        cos, sin = rope(rope.inv_freq.float(), positions[None])  # (1, position, head_dim)
-        return cos[0], sin[0]
-
-    return cos_sin
+    if not family.rotary or rope is None or rope_type not in TURNABLE_ROPE or any(family.sliding_layers(config)):
+        raise ModelLoadError("error.streaming_model", model_type=family.name)
+    return Rotary(rope.inv_freq.float(), family.rope_layers(config))
 
 
 def _stream_attention(
-    cache: SinkCache, turn_back: tuple[torch.Tensor, torch.Tensor] | None, module: torch.nn.Module,
+    cache: SinkCache, rotary: Rotary, module: torch.nn.Module,
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: object,
-    scaling: float | None = None, softcap: float | None = None,
+    scaling: float | None = None, softcap: float | None = None, s_aux: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, None]:  # fmt: skip
     """One new token per lane against its cache, as StreamingLLM scores it at cache positions 0 .. size-1.
 
     Every key keeps the rotation of its text position, so the query (at text position t) sees each recent key
     at its cache distance unchanged; the sinks sit at cache positions 0 .. S-1, so for them alone the query is
-    turned back by the number of evicted tokens (``turn_back``). No stored key is ever rotated again.
+    turned back by the number of evicted tokens (on layers that rotate at all). No stored key is ever rotated
+    again. A learned sink logit (``s_aux``) takes its share of each row as in ``sinkscope.attention``.
     """
     keys, values = cache.write(module.layer_idx, key, value)  # (lane, kv_head, size, head_dim)
     lanes, n_heads, _, head_dim = query.shape
@@ -119,17 +134,16 @@ def _stream_attention(
     query = query * (head_dim**-0.5 if scaling is None else scaling)
     grouped = query.reshape(lanes, n_kv, n_heads // n_kv, head_dim)  # (lane, kv_head, group, head_dim)
     scores = grouped @ keys.transpose(2, 3)  # (lane, kv_head, group, size)
-    n_sinks = max(cache.sinks)
-    if turn_back is not None and n_sinks:
-        cos, sin = turn_back
-        at_cache_end = grouped * cos - rotate_half(grouped) * sin  # undo R(evicted): the query at slot size-1
+    n_sinks, evicted = max(cache.sinks), cache.seen - cache.size
+    if evicted and n_sinks and rotary.rope_layers[module.layer_idx]:
+        at_cache_end = rotary.turn_back(grouped, evicted)  # the query at cache position size-1
         to_sinks = at_cache_end @ keys[:, :, :n_sinks].transpose(2, 3)  # (lane, kv_head, group, n_sinks)
         is_sink = cache.is_sink[:, None, None, :n_sinks].to(scores.device)  # (lane, 1, 1, n_sinks)
         scores[..., :n_sinks] = torch.where(is_sink, to_sinks, scores[..., :n_sinks])
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
-    weights = torch.softmax(scores.float(), dim=-1).to(values.dtype)
-    mixed = weights @ values  # (lane, kv_head, group, head_dim)
+    weights, _ = attention.attention_weights(scores.float().unsqueeze(-2), s_aux)  # (lane, kv, group, 1, size)
+    mixed = weights[..., 0, :].to(values.dtype) @ values  # (lane, kv_head, group, head_dim)
     return mixed.reshape(lanes, n_heads, 1, head_dim).transpose(1, 2), None  # (lane, 1, head, head_dim)
 
 
@@ -168,15 +182,12 @@ def streamer(
     """A step function feeding one token per lane through the lanes' caches -> their (lane, vocab) logits."""
     model, cache = loaded.model, SinkCache(sinks, capacity)
     rotary = rotary_of(model)
-    turn_back: list[tuple[torch.Tensor, torch.Tensor] | None] = [None]  # this step's, read by every layer
 
     def attend(*args: object, **kwargs: object) -> tuple[torch.Tensor, None]:
-        return _stream_attention(cache, turn_back[0], *args, **kwargs)
+        return _stream_attention(cache, rotary, *args, **kwargs)
 
     def step(tokens: list[int]) -> torch.Tensor:
         cache.admit()
-        evicted = cache.seen - cache.size
-        turn_back[0] = rotary(torch.tensor([evicted], device=model.device)) if evicted else None  # (1, head_dim)
         inputs = torch.tensor(tokens, device=model.device)[:, None]  # (lane, 1)
         positions = torch.full_like(inputs, cache.seen - 1)  # the text position: keys are stored rotated by it
         with one_cpu_thread(model.device):

@@ -1,0 +1,225 @@
+"""The family matrix: every decoder family a sink researcher would pick, measured exactly or refused clearly.
+
+Each row is a tiny random model built from the family's own config class (seconds, no download), compared with
+transformers' own eager attention. Adding a family: one file in ``sinkscope/families`` and one row here.
+"""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from sinkscope import attention, families, interventions, metrics, streaming
+from sinkscope.capture import analyze_ids, attention_maps
+from sinkscope.errors import ModelLoadError
+from sinkscope.models import LoadedModel, check_capture, load_model, model_info
+from transformers import AutoModelForCausalLM
+
+SIZES = dict(
+    vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+    num_key_value_heads=2, max_position_embeddings=512, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+)  # fmt: skip
+LAYER_TYPES = ["sliding_attention", "full_attention", "sliding_attention"]
+MATRIX = {
+    "llama": transformers.LlamaConfig(**SIZES),
+    "mistral": transformers.MistralConfig(**SIZES, sliding_window=7),
+    "qwen2": transformers.Qwen2Config(**SIZES),
+    "qwen3": transformers.Qwen3Config(**SIZES, head_dim=16),
+    "gemma": transformers.GemmaConfig(**SIZES, head_dim=16),
+    "gemma2": transformers.Gemma2Config(**SIZES, head_dim=16, sliding_window=7, layer_types=LAYER_TYPES),
+    "gemma3": transformers.Gemma3TextConfig(**SIZES, head_dim=16, sliding_window=7, layer_types=LAYER_TYPES),
+    "gpt2": transformers.GPT2Config(vocab_size=96, n_embd=64, n_layer=3, n_head=4, bos_token_id=1, eos_token_id=2),
+    "gpt_neox": transformers.GPTNeoXConfig(**SIZES),  # Pythia: parallel residual, a quarter of each head rotates
+    "olmo2": transformers.Olmo2Config(**SIZES),
+    "phi3": transformers.Phi3Config(**SIZES, partial_rotary_factor=0.5),
+    "smollm3": transformers.SmolLM3Config(**SIZES, no_rope_layers=[1, 1, 0]),
+    "granite": transformers.GraniteConfig(**SIZES, embedding_multiplier=3.0, attention_multiplier=0.2),
+    "gpt_oss": transformers.GptOssConfig(
+        **SIZES, head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=7, layer_types=LAYER_TYPES
+    ),
+    "gpt_oss-full": transformers.GptOssConfig(
+        **SIZES, head_dim=16, num_local_experts=4, num_experts_per_tok=2, layer_types=["full_attention"] * 3,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    ),  # streams: no sliding windows
+}  # fmt: skip
+REFUSED = {
+    "falcon": transformers.FalconConfig(vocab_size=96, hidden_size=64, num_hidden_layers=2, num_attention_heads=4),
+    "qwen3_next": transformers.Qwen3NextConfig(
+        **SIZES | {"num_hidden_layers": 2}, head_dim=16, num_experts=4, num_experts_per_tok=2,
+        layer_types=["linear_attention", "full_attention"],
+    ),
+}  # fmt: skip
+STREAMS = {"llama", "qwen2", "qwen3", "gemma", "gpt_neox", "olmo2", "phi3", "smollm3", "granite", "gpt_oss-full"}
+N_TOKENS = 40
+
+
+def build(name: str, implementation: str) -> torch.nn.Module:
+    """The family's tiny model; the same seed gives the same weights for every attention implementation."""
+    attention.register()
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(copy.deepcopy(MATRIX[name]), attn_implementation=implementation)
+    if name.startswith("gpt_oss"):  # random sink logits near 0 take little: make them the size a trained model has
+        for layer in model.model.layers:
+            layer.self_attn.sinks.data = torch.linspace(-1.0, 3.0, layer.self_attn.sinks.numel())
+    return model.eval().requires_grad_(False)
+
+
+def loaded_tiny(name: str) -> LoadedModel:
+    model = build(name, attention.ATTENTION_NAME)
+    check_capture(model)
+    return LoadedModel(model, None, model_info(model, name, name))
+
+
+@pytest.fixture(scope="module")
+def ids() -> list[int]:
+    return np.random.default_rng(3).integers(3, 96, size=N_TOKENS).tolist()
+
+
+def eager_run(name: str, ids: list[int]) -> tuple[object, list[torch.Tensor]]:
+    """transformers' eager output, and x^l: what each layer's attention module was given (hooked, not looked up)."""
+    model, reads = build(name, "eager"), []
+    hooks = [block.register_forward_pre_hook(_keep_input(reads), with_kwargs=True) for block in _attentions(model)]
+    with torch.no_grad():
+        output = model(torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
+    for hook in hooks:
+        hook.remove()
+    return output, reads
+
+
+def _attentions(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """Each decoder block's attention module, found by its class name rather than by the adapter's lookups."""
+    return [m for m in model.modules() if type(m).__name__.endswith("Attention") and hasattr(m, "layer_idx")]
+
+
+def _keep_input(into: list[torch.Tensor]) -> object:
+    def keep(_module: object, args: tuple, kwargs: dict) -> None:
+        into.append((args[0] if args else kwargs["hidden_states"])[0])
+
+    return keep
+
+
+def mean_first_cosine(x: torch.Tensor) -> float:
+    return float(torch.nn.functional.cosine_similarity(x[1:], x[:1], dim=-1).mean())
+
+
+@pytest.mark.parametrize("name", list(MATRIX))
+def test_head_metrics_equal_eager_attention(name: str, ids: list[int]) -> None:
+    """Per-head metrics (learned_sink included) equal those of transformers' eager maps to 1e-5."""
+    reference, _ = eager_run(name, ids)
+    loaded = loaded_tiny(name)
+    trace = analyze_ids(loaded, ids)
+    config = MATRIX[name]
+    sliding = families.family_of(config).sliding_layers(config)
+    for layer, expected_maps in enumerate(reference.attentions):
+        maps = attention_maps(loaded, ids, layer)
+        assert np.abs(maps.weights - expected_maps[0].numpy()).max() <= 1e-5
+        window = getattr(config, "sliding_window", None) if sliding[layer] else None
+        expected = metrics.head_scores(expected_maps[0].numpy(), maps.value_norms, window=window)
+        for metric in metrics.HEAD_METRICS:
+            np.testing.assert_allclose(trace.heads[metric][layer], expected[metric], atol=1e-5, err_msg=metric)
+        np.testing.assert_allclose(maps.weights.sum(-1) + maps.learned, 1.0, atol=1e-5)
+
+
+def test_gpt_oss_rows_sum_to_less_than_one_and_the_rest_is_the_learned_sink(ids: list[int]) -> None:
+    reference, _ = eager_run("gpt_oss", ids)
+    trace = analyze_ids(loaded_tiny("gpt_oss"), ids)
+    for layer, expected_maps in enumerate(reference.attentions):
+        row_sums = expected_maps[0, :, 1:].sum(-1).numpy()  # (head, query in Q)
+        assert row_sums.max() < 0.999 and row_sums.min() < 0.5  # every row gives the learned sink some mass
+        np.testing.assert_allclose(trace.heads["learned_sink"][layer], 1 - row_sums.mean(-1), atol=1e-5)
+        np.testing.assert_allclose(trace.heads["sink"][layer], expected_maps[0, :, 1:, 0].mean(-1), atol=1e-5)
+    assert loaded_tiny("gpt_oss").info.learned_sinks
+    assert np.all(analyze_ids(loaded_tiny("llama"), ids).heads["learned_sink"] == 0)
+
+
+@pytest.mark.parametrize("name", list(MATRIX))
+def test_layer_metrics_read_what_each_familys_attention_reads(name: str, ids: list[int]) -> None:
+    """bos_cosine on x^l, the input each attention module was given (a post-norm family's is h^l itself);
+    for h^L, transformers' last hidden state (the final norm)."""
+    reference, reads = eager_run(name, ids)
+    trace = analyze_ids(loaded_tiny(name), ids)
+    expected = [mean_first_cosine(x) for x in [*reads, reference.hidden_states[-1][0]]]
+    np.testing.assert_allclose(trace.layers["bos_cosine"], expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", list(MATRIX))
+def test_a_layer_scrub_equals_the_full_pass(name: str, ids: list[int]) -> None:
+    loaded = loaded_tiny(name)
+    trace = analyze_ids(loaded, ids)
+    for layer in range(MATRIX[name].num_hidden_layers):
+        alone = attention_maps(loaded, ids, layer, start=trace.residual[layer])
+        forward = attention_maps(loaded, ids, layer)
+        for field in ("weights", "value_norms", "withheld", "output_norms", "learned"):
+            np.testing.assert_allclose(getattr(alone, field), getattr(forward, field), atol=1e-5, err_msg=field)
+
+
+@pytest.mark.parametrize("name", list(MATRIX))
+def test_streaming_equals_its_masked_forward_or_is_refused(name: str, ids: list[int]) -> None:
+    loaded = loaded_tiny(name)
+    if name not in STREAMS:
+        with pytest.raises(ModelLoadError):
+            streaming.stream(loaded, ids, sinks=2, window=6)
+        return
+    streamed = streaming.streaming_nll(loaded, ids, "window", sinks=2, window=6)
+    np.testing.assert_allclose(streamed, streaming.streaming_nll(loaded, ids, "mask-window", 2, 6), atol=1e-4)
+    never_evicts, _ = streaming.stream(loaded, ids, sinks=2, window=len(ids))
+    np.testing.assert_allclose(never_evicts, streaming.dense(loaded, ids), atol=1e-4)
+
+
+@pytest.mark.parametrize("name", list(MATRIX))
+def test_interventions_change_what_they_say(name: str, ids: list[int]) -> None:
+    loaded = loaded_tiny(name)
+    with interventions.intervene(loaded, interventions.DropFirst(1, layers=(1,))):
+        dropped = analyze_ids(loaded, ids)
+    assert np.all(dropped.heads["sink"][1] == 0)
+    intact = analyze_ids(loaded, ids)
+    np.testing.assert_allclose(dropped.heads["sink"][0], intact.heads["sink"][0], atol=1e-6)
+    assert interventions.embedding_scale(loaded, ids) == pytest.approx(
+        np.median(np.linalg.norm(intact.residual[0], axis=-1))
+    )
+
+
+def test_every_family_in_the_matrix_has_its_adapter() -> None:
+    covered = {families.family_of(config).name for config in MATRIX.values()}
+    assert covered == {family.name for family in families.FAMILIES}
+    assert all(families.family_of(config).tested for config in MATRIX.values())
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_refused_families_get_one_line_naming_the_family(name: str, tmp_path: object) -> None:
+    torch.manual_seed(0)
+    AutoModelForCausalLM.from_config(copy.deepcopy(REFUSED[name])).save_pretrained(tmp_path)
+    with pytest.raises(ModelLoadError) as refused:
+        load_model(str(tmp_path), device="cpu")
+    family = "Falcon" if name == "falcon" else "Qwen3-Next"
+    assert family in str(refused.value) and "Llama" in str(refused.value)
+    cli = subprocess.run(
+        [sys.executable, "-m", "sinkscope", "analyze", "--model", str(tmp_path), "--text", "hello"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert cli.returncode == 2
+    assert family in cli.stderr and "Traceback" not in cli.stderr and len(cli.stderr.strip().splitlines()) == 1
+
+
+def test_an_attention_argument_the_kernel_does_not_implement_is_refused(ids: list[int]) -> None:
+    """transformers hands the model's extra keyword arguments down to attention: one dropped would go unseen."""
+    loaded = loaded_tiny("llama")
+    inputs = torch.tensor([ids])
+    with torch.inference_mode(), attention.recording(attention.Recorder()):
+        with pytest.raises(ModelLoadError, match="position_bias"):
+            loaded.model(input_ids=inputs, position_bias=torch.zeros(1))
+    with torch.inference_mode(), pytest.raises(ModelLoadError, match="is_causal"):
+        loaded.model(input_ids=inputs, is_causal=False)  # refused on the SDPA path too
+
+
+def test_a_model_whose_attention_skips_sinkscope_is_refused_at_load() -> None:
+    """A model whose layers call another attention function: the load check sees that no layer arrived."""
+    model = build("llama", attention.ATTENTION_NAME)
+    model.config._attn_implementation = "eager"
+    with pytest.raises(ModelLoadError, match=r"layers \[0, 1, 2\].*Llama"):
+        check_capture(model)
