@@ -55,3 +55,18 @@ def test_polarization_and_sensitivity() -> None:
     assert [v.status for v in claims.from_polarize(runs)] == ["reproduces", "reproduces"]
     assert claims.from_sensitivity({0: 0.2, 5: 0.1}).status == "reproduces"
     assert claims.from_sensitivity({0: 0.1, 5: 0.2}).status == "differs"
+
+
+def test_lab_claims_come_from_the_runs_given_and_a_variant_never_trained_needs_a_run() -> None:
+    from sinkscope.toy import TrainingRun
+
+    def run(variant: str, bos: float, total: float = 1.0, gate: float = 1.0) -> TrainingRun:
+        return TrainingRun("backcopy", variant, 0, bos_dormant=[[[bos]]], total_dormant=[[[total]]],
+                           gate_dormant=[[[gate]]])  # fmt: skip
+
+    verdicts = {v.claim: v for v in claims.from_lab([run("softmax", 0.95), run("softmax+1", 0.02, 0.1)])}
+    assert verdicts["toy_sink"].status == "reproduces" and verdicts["plus_one"].status == "reproduces"
+    assert verdicts["learned_sink"].status == "needs_run" and verdicts["gated"].status == "needs_run"
+    gated = {v.claim: v for v in claims.from_lab([run("softmax", 0.95), run("gated", 0.4, gate=0.02)])}
+    assert gated["gated"].status == "differs"
+    assert dict(gated["gated"].measured.params) == {"value": 0.4, "where": 0.02}

@@ -28,7 +28,7 @@ def test_analyze_writes_the_documented_csvs_and_json(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "sink rate (eps=0.4" in done.stdout and "float32" in done.stdout
     head_rows = list(csv.DictReader(heads.open()))
-    columns = ["layer", "head", "sink", "diagonal", "previous_token", "entropy", "value_sink", "kind"]
+    columns = ["layer", "head", "sink", "diagonal", "previous_token", "entropy", "value_sink", "learned_sink", "kind"]
     assert list(head_rows[0]) == columns
     assert len(head_rows) == 30 * 9
     layer_rows = list(csv.DictReader(layers.open()))

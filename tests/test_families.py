@@ -44,8 +44,7 @@ MATRIX = {
     ),
     "gpt_oss-full": transformers.GptOssConfig(
         **SIZES, head_dim=16, num_local_experts=4, num_experts_per_tok=2, layer_types=["full_attention"] * 3,
-        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
-    ),  # streams: no sliding windows
+    ),  # streams: no sliding windows (YaRN rotary, as gpt-oss ships)
 }  # fmt: skip
 REFUSED = {
     "falcon": transformers.FalconConfig(vocab_size=96, hidden_size=64, num_hidden_layers=2, num_attention_heads=4),
@@ -169,6 +168,24 @@ def test_streaming_equals_its_masked_forward_or_is_refused(name: str, ids: list[
     np.testing.assert_allclose(streamed, streaming.streaming_nll(loaded, ids, "mask-window", 2, 6), atol=1e-4)
     never_evicts, _ = streaming.stream(loaded, ids, sinks=2, window=len(ids))
     np.testing.assert_allclose(never_evicts, streaming.dense(loaded, ids), atol=1e-4)
+
+
+@pytest.mark.parametrize("name", sorted(STREAMS))
+def test_turning_a_query_back_equals_the_familys_own_rotation_at_the_earlier_position(name: str) -> None:
+    """What streaming does for the sinks: R(-d) of a query rotated at t is the family's own rotation at t - d
+    (partial rotary, YaRN's scaled cos and sin and gpt-oss's half-split rotation included)."""
+    model = build(name, "eager")
+    own = sys.modules[type(model).__module__].apply_rotary_pos_emb  # the family's modeling file's function
+    head_dim = MATRIX[name].hidden_size // MATRIX[name].num_attention_heads
+    query = torch.randn(1, 4, 1, getattr(MATRIX[name], "head_dim", None) or head_dim)  # (1, head, 1, head_dim)
+
+    def at(position: int) -> torch.Tensor:
+        cos, sin = model.base_model.rotary_emb(query, torch.tensor([[position]]))
+        return own(query, query, cos, sin)[0]
+
+    rotary = streaming.rotary_of(model)
+    torch.testing.assert_close(rotary.turn_back(at(30), 17), at(13), atol=1e-5, rtol=1e-5)
+    assert rotary.rope_layers == ((True, True, False) if name == "smollm3" else (True,) * 3)
 
 
 @pytest.mark.parametrize("name", list(MATRIX))

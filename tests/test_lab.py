@@ -89,11 +89,11 @@ def test_unnormalized_rows_report_their_raw_weight_and_total() -> None:
 def test_causal_masking_holds_for_unnormalized_variants() -> None:
     data = tasks.Backcopy()
     model = toy.TinyTransformer("linear", data.vocab, data.length, toy.SETUPS["trigger"])
-    _, maps = model(data.batch(2, torch.Generator().manual_seed(0)).inputs)
+    _, maps, _ = model(data.batch(2, torch.Generator().manual_seed(0)).inputs)
     assert torch.triu(maps, diagonal=1).abs().max() == 0
 
 
-@pytest.mark.parametrize("variant", ["softmax", "softmax+1", "sigmoid", "linear"])
+@pytest.mark.parametrize("variant", toy.VARIANTS)
 def test_the_shipped_backcopy_runs_exist_for_two_seeds(variant: str) -> None:
     for seed in (0, 1):
         run = toy.TrainingRun.load(SHIPPED / "backcopy" / f"{variant}-seed{seed}.json")
@@ -110,4 +110,29 @@ def test_the_shipped_backcopy_runs_show_softmax_sinking_and_softmax_plus_one_wit
         assert runs[("softmax", seed)].final("bos_active").max() <= 0.1
         assert runs[("softmax+1", seed)].final("bos_dormant").max() <= 0.1
     verdicts = {found.claim: found.holds for found in toy.findings(list(runs.values()))}
-    assert verdicts == {"sink": True, "withhold": True, "switch_off": True}
+    assert verdicts == {"sink": True, "withhold": True, "switch_off": True, "learned": True, "gate": False}
+
+
+def test_the_shipped_built_in_sinks_say_where_the_dormant_mass_went() -> None:
+    """A learned sink logit takes the dormant queries' mass instead of BOS; a gate closes at dormant queries and
+    opens at active ones, and BOS (no longer needed) gets less than softmax gives it, but not Qiu et al.'s ~0."""
+    for seed in (0, 1):
+        learned = toy.TrainingRun.load(SHIPPED / "backcopy" / f"sink-logit-seed{seed}.json")
+        assert learned.final("bos_dormant").max() <= 0.1 and 1 - learned.final("total_dormant").max() >= 0.9
+        gated = toy.TrainingRun.load(SHIPPED / "backcopy" / f"gated-seed{seed}.json")
+        softmax = toy.TrainingRun.load(SHIPPED / "backcopy" / f"softmax-seed{seed}.json")
+        assert gated.final("gate_dormant").max() <= 0.1 and gated.final("gate_active").min() >= 0.5
+        assert 0.1 < gated.final("bos_dormant").max() < softmax.final("bos_dormant").max()
+
+
+def test_findings_of_the_built_in_sinks_follow_their_thresholds() -> None:
+    def run(variant: str, bos: float, total: float, gate: float) -> toy.TrainingRun:
+        cell = [[[value]] for value in (bos, total, gate)]  # one checkpoint of one head each
+        return toy.TrainingRun("backcopy", variant, 0, bos_dormant=cell[0], total_dormant=cell[1],
+                               gate_dormant=cell[2])  # fmt: skip
+
+    found = {f.claim: f for f in toy.findings([run("sink-logit", 0.05, 0.3, 1.0), run("gated", 0.05, 1.0, 0.02)])}
+    assert found["learned"] == toy.Finding("learned", "sink-logit", 0.05, True, pytest.approx(0.7))
+    assert found["gate"] == toy.Finding("gate", "gated", 0.05, True, 0.02)
+    kept = {f.claim: f.holds for f in toy.findings([run("sink-logit", 0.05, 0.8, 1.0), run("gated", 0.3, 1.0, 0.02)])}
+    assert kept == {"learned": False, "gate": False}  # the logit took too little; BOS kept too much

@@ -179,10 +179,12 @@ def test_the_claims_scoreboard_computes_a_verdict_for_every_claim(lang: str) -> 
     assert not at.exception, at.exception
     claim, verdict, reproduces = VERDICT_WORDS[lang]
     board = at.table[0].value.reset_index()
-    assert len(board) == 12 and board[claim].is_unique
+    assert len(board) == 14 and board[claim].is_unique
     assert list(board.columns[:2]) == [claim, verdict]  # the verdict stands beside its claim
     assert board[verdict].iloc[0] == reproduces  # SmolLM2 sinks: 70% of heads at eps 0.3
     assert board[verdict].iloc[4] == reproduces  # the half-space condition, measured where attention reads
     assert board[verdict].iloc[9] == reproduces  # the shipped Bigram-Backcopy softmax runs
+    assert board[verdict].iloc[10] == reproduces  # the learned sink logit takes the dormant mass
+    assert board[verdict].iloc[11] != reproduces  # the gate closes, but BOS keeps 0.3-0.6 (Qiu et al.: 0.048)
     links = {cell.split("](")[1].rstrip(")") for cell in board.iloc[:, -1]}
     assert links <= {"/softmax", "/reads-nothing", "/streaming", "/lab", "/diagonals", "/massive", "/break"}

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import GptOssConfig, GptOssForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCAB = 400
@@ -22,8 +22,9 @@ def corpus() -> list[str]:
     return [e["text"] for e in json.loads((ROOT / "assets" / "examples.json").read_text(encoding="utf-8"))]
 
 
-def build_tiny_model_dir(folder: Path) -> Path:
-    """Write config, random weights and tokenizer into ``folder``; returns it."""
+def build_tiny_model_dir(folder: Path, family: str = "llama") -> Path:
+    """Write config, random weights and tokenizer into ``folder``; returns it. ``family="gpt_oss"``: a tiny gpt-oss,
+    its learned sink logits set to the size a trained model has (random ones near 0 take little)."""
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
@@ -32,12 +33,20 @@ def build_tiny_model_dir(folder: Path) -> Path:
     )
     bpe.train_from_iterator(corpus(), trainer)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="<s>")
-    config = LlamaConfig(
+    sizes = dict(
         vocab_size=bpe.get_vocab_size(), hidden_size=64, intermediate_size=128, num_hidden_layers=4,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
     )  # fmt: skip
     torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(folder)
+    if family == "gpt_oss":
+        config = GptOssConfig(**sizes, head_dim=16, num_local_experts=4, num_experts_per_tok=2,
+                              layer_types=["full_attention"] * 4, pad_token_id=tokenizer.bos_token_id)  # fmt: skip
+        model = GptOssForCausalLM(config)
+        for layer in model.model.layers:
+            layer.self_attn.sinks.data = torch.linspace(0.0, 4.0, layer.self_attn.sinks.numel())
+    else:
+        model = LlamaForCausalLM(LlamaConfig(**sizes))
+    model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

@@ -22,6 +22,8 @@ SHOWN = {  # claim -> (catalogue key of the claim, of the published figure, the 
     "polarizes": ("claims.polarizes", "claims.polarizes.published", "lab"),
     "sigmoid_flat": ("claims.sigmoid_flat", "claims.sigmoid_flat.published", "lab"),
     "toy_sink": ("claims.toy_sink", "claims.toy_sink.published", "lab"),
+    "learned_sink": ("claims.learned_sink", "claims.learned_sink.published", "lab"),
+    "gated": ("claims.gated", "claims.gated.published", "lab"),
     "massive_first": ("claims.massive_first", "claims.massive_first.published", "massive"),
     "one_token": ("claims.one_token", "claims.one_token.published", "break"),
 }

@@ -24,7 +24,7 @@ def map_tab(trace: Trace) -> None:
     label = t("explorer.sink_rate", eps=num(eps, ".2f"), n=trace.n_tokens)
     st.metric(label, t("explorer.of_heads", rate=num(trace.sink_rate(eps), ".1f")))
     st.caption(t("explorer.sink_rate_help"))
-    metric = st.radio(t("explorer.colour_by"), HEAD_METRICS, horizontal=True, key="metric")
+    metric = st.radio(t("explorer.colour_by"), shown_metrics(trace), horizontal=True, key="metric")
     left, right = st.columns([3, 2])
     with left:
         head_map(trace.heads, metric, key="head_map", on_click=open_clicked_head)
@@ -48,6 +48,11 @@ def map_tab(trace: Trace) -> None:
     download[0].download_button(t("explorer.heads_csv"), heads_csv, "heads.csv", on_click="ignore")
     layers_csv = layers[list(LAYER_COLUMNS)].to_csv(index=False)
     download[1].download_button(t("explorer.layers_csv"), layers_csv, "layers.csv", on_click="ignore")
+
+
+def shown_metrics(trace: Trace) -> list[str]:
+    """The head map's colourings: learned_sink only for a model that has a learned sink logit."""
+    return [m for m in HEAD_METRICS if m != "learned_sink" or trace.learned_sinks]
 
 
 def open_clicked_head() -> None:
@@ -74,13 +79,15 @@ def window_of(n_tokens: int) -> tuple[slice, slice]:
 
 
 def head_summary(trace: Trace, layer: int, head: int) -> None:
-    heads = trace.heads
-    cells = st.columns(4)
+    heads, learned = trace.heads, trace.learned_sinks
+    cells = st.columns(5 if learned else 4)
     cells[0].metric("sink", num(heads["sink"][layer, head]))
     cells[1].metric("value_sink", num(heads["value_sink"][layer, head]))
     ratio = num(heads["value_norm_ratio"][layer, head], ".2f")
     cells[2].metric(t("explorer.value_ratio"), ratio, help=t("explorer.value_ratio_help"))
     common.kind_cell(cells[3], heads["kind"][layer, head])
+    if learned:
+        cells[4].metric("learned_sink", num(heads["learned_sink"][layer, head]), help=t("explorer.learned_help"))
 
 
 @st.fragment
@@ -100,8 +107,9 @@ def one_head(request: common.Request, trace: Trace) -> None:
     if past_sink:
         raw, first_key = without_first_keys(raw), 1  # renormalized over keys 1..t: the structure under the sink
     title = t("explorer.head_title_past" if past_sink else "explorer.head_title", layer=layer, head=head)
+    ghost = maps.learned[head][rows] if trace.learned_sinks and not past_sink else None
     fig = plot.fig_attention(
-        raw[rows, cols], labels[rows], labels[first_key:][cols], title, log_scale, ZOOM, lang=language()
+        raw[rows, cols], labels[rows], labels[first_key:][cols], title, log_scale, ZOOM, lang=language(), ghost=ghost
     )
     if value_units:
         weighted = value_scaled(maps.weights[head], maps.value_norms[head])
@@ -116,6 +124,8 @@ def one_head(request: common.Request, trace: Trace) -> None:
     left.plotly_chart(fig, key="one_head_map")
     right.plotly_chart(read, key="value_weighted_map")
     st.caption(t("explorer.pure_sink_note"))
+    if ghost is not None:
+        st.caption(t("explorer.ghost_note", share=num(float(trace.heads["learned_sink"][layer, head]))))
     name = f"layer{layer}_head{head}"
     download = st.columns(2)  # callables: the files are built only when clicked
     matrix_csv = partial(matrix_to_csv, maps.weights[head], labels)

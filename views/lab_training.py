@@ -16,7 +16,10 @@ from views.text import language, num, t
 RUNS = Path(__file__).resolve().parent.parent / "assets" / "lab"
 TASK_KEYS = {"backcopy": "lab.task_backcopy", "trigger": "lab.task_trigger", "induction": "lab.task_induction"}
 ABOUT_KEYS = {"backcopy": "lab.about_backcopy", "trigger": "lab.about_trigger", "induction": "lab.about_induction"}
-CLAIM_KEYS = {"sink": "lab.claim_sink", "withhold": "lab.claim_withhold", "switch_off": "lab.claim_switch_off"}
+CLAIM_KEYS = {
+    "sink": "lab.claim_sink", "withhold": "lab.claim_withhold", "switch_off": "lab.claim_switch_off",
+    "learned": "lab.claim_learned", "gate": "lab.claim_gate",
+}  # fmt: skip
 Runs = dict[tuple[str, int], toy.TrainingRun]  # (variant, seed) -> run
 
 
@@ -59,7 +62,8 @@ def retrain(task: str) -> None:
 
 
 def table(runs: Runs) -> None:
-    """One row per run: the head that parks most on BOS at dormant queries, with the row's total weight."""
+    """One row per run: the head that parks most on BOS at dormant queries, with the row's total weight and, for
+    the built-in sinks, where the rest of its dormant mass went (the learned logit, or a closed gate)."""
     rows = []
     for (variant, seed), run in runs.items():
         bos = run.final("bos_dormant")
@@ -70,16 +74,27 @@ def table(runs: Runs) -> None:
             t("lab.col_accuracy"): run.accuracy[-1], t("lab.col_head"): f"L{top[0]}H{top[1]}",
             t("lab.col_bos_dormant"): bos[top], t("lab.col_bos_active"): run.final("bos_active")[top],
             t("lab.col_total_dormant"): run.final("total_dormant")[top],
+            t("lab.col_where"): where_it_went(run, top),
             t("lab.col_first"): str(first) if first is not None else "—",
         })  # fmt: skip
     st.table(common.local_table(pd.DataFrame(rows).set_index(t("lab.col_attention")), 3))  # headers wrap
     st.caption(t("lab.table_help"))
 
 
+def where_it_went(run: toy.TrainingRun, head: tuple[int, ...]) -> str:
+    """A built-in sink's dormant mass: what the learned logit took, or the gate left open; "—" for the others."""
+    if run.variant == "sink-logit":
+        return t("lab.where_learned", share=num(1 - float(run.final("total_dormant")[head])))
+    if run.variant == "gated" and run.gate_dormant:
+        return t("lab.where_gate", gate=num(float(run.final("gate_dormant")[head])))
+    return "—"
+
+
 def verdicts(runs: Runs) -> None:
     for found in toy.findings(list(runs.values())):
         verdict = t("lab.reproduces" if found.holds else "lab.differs")
-        st.markdown(t(CLAIM_KEYS[found.claim], value=num(found.value), verdict=verdict))
+        where = {} if found.where is None else {"where": num(found.where)}
+        st.markdown(t(CLAIM_KEYS[found.claim], value=num(found.value), verdict=verdict, **where))
     st.caption(t("lab.sources"))
 
 
@@ -96,6 +111,10 @@ def one_run(runs: Runs) -> None:
         values = np.array(getattr(run, name))  # (checkpoint, layer, head)
         for layer, head in np.ndindex(values.shape[1:]):
             series[t(key, head=f"L{layer}H{head}")] = values[:, layer, head].tolist()
+    if variant == "gated" and run.gate_dormant:
+        gates = np.array(run.gate_dormant)  # (checkpoint, layer, head)
+        for layer, head in np.ndindex(gates.shape[1:]):
+            series[t("lab.line_gate", head=f"L{layer}H{head}")] = gates[:, layer, head].tolist()
     axis = t("lab.share_axis" if variant in toy.ROW_SUMS_TO_ONE else "lab.raw_axis")
     fig = plot.fig_lines(run.steps, series, t("lab.bos_title", variant=variant), t("lab.step"), axis)
     st.plotly_chart(fig, key="train_bos")

@@ -110,11 +110,25 @@ def on_the_model(request: common.Request, trace: Trace) -> None:
         t("softmax.withheld_line"): maps.withheld[head].tolist(),
         t("softmax.first_line"): maps.weights[head][:, 0].tolist(),
     }
+    if trace.learned_sinks:
+        series[t("softmax.learned_line")] = maps.learned[head].tolist()
     title = t("softmax.withheld_title", layer=layer, head=head)
     fig = plot.fig_lines(labels, series, title, t("softmax.query_token"), t("softmax.share"))
     st.plotly_chart(fig, key="sm_withheld")
     head_map(trace.heads, "withheld", key="sm_withheld_map")
     st.caption(t("softmax.counterfactual"))
+    if trace.learned_sinks:
+        learned_sink(trace)
+
+
+def learned_sink(trace: Trace) -> None:
+    """This model has the toy row's sink logit for real (gpt-oss): what each head's logit absorbs."""
+    learned = trace.heads["learned_sink"]
+    layer, head = np.unravel_index(int(np.nanargmax(learned)), learned.shape)
+    st.info(t("softmax.learned_here", mean=num(float(np.nanmean(learned))), top=num(float(learned[layer, head])),
+              layer=int(layer), head=int(head)))  # fmt: skip
+    head_map(trace.heads, "learned_sink", key="sm_learned_map")
+    st.page_link("views/explorer.py", label=t("softmax.learned_link"), icon="👻")
 
 
 def paper(trace: Trace) -> None:

@@ -63,6 +63,11 @@ class Trace:
         """(layers, heads)."""
         return self.heads["sink"].shape
 
+    @property
+    def learned_sinks(self) -> bool:
+        """Whether some head gave mass to a learned sink logit (gpt-oss); plain softmax gives exactly none."""
+        return bool(np.nanmax(self.heads["learned_sink"], initial=0.0) > 0)
+
     def sink_rate(self, eps: float = DEFAULT_EPS) -> float:
         return metrics.sink_rate(self.heads["sink"], eps)
 

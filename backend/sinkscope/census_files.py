@@ -136,6 +136,8 @@ def read_heads(source: Path | bytes, name: str = "") -> pd.DataFrame:
             table = _read(source / "heads") if source.is_dir() else pd.read_parquet(source)
     except (OSError, ValueError) as err:
         raise InputError("error.census_unreadable", path=name, reason=str(err).splitlines()[0]) from err
+    if "learned_sink" not in table.columns:  # written before 0.3: a model whose rows summed to one took exactly 0
+        table = table.assign(learned_sink=0.0)
     missing = [column for column in needed if column not in table.columns]
     if missing or table.empty:
         raise InputError("error.census_not_heads", path=name, missing=", ".join(missing) or "-")

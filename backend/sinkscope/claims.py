@@ -16,11 +16,11 @@ from sinkscope.capture import Trace
 from sinkscope.i18n import Message
 from sinkscope.interventions import Outcome
 from sinkscope.lab import PolarizeRun
-from sinkscope.toy import TrainingRun, findings
+from sinkscope.toy import Finding, TrainingRun, findings
 
 CLAIMS = (
     "softmax_sink", "value_little", "streaming", "plus_one", "half_space", "dense_smooths",
-    "sink_cheaper", "polarizes", "sigmoid_flat", "toy_sink", "massive_first", "one_token",
+    "sink_cheaper", "polarizes", "sigmoid_flat", "toy_sink", "learned_sink", "gated", "massive_first", "one_token",
 )  # fmt: skip
 
 
@@ -69,13 +69,20 @@ def from_trace(trace: Trace) -> list[Verdict]:
 
 
 def from_lab(backcopy: list[TrainingRun]) -> list[Verdict]:
-    """The shipped (or retrained) Bigram-Backcopy runs: softmax >= 0.9 on BOS at dormant queries, softmax+1 <= 0.1."""
+    """The shipped (or retrained) Bigram-Backcopy runs: softmax >= 0.9 on BOS at dormant queries, softmax+1 <= 0.1;
+    a learned sink logit or an output gate keeps BOS <= 0.1 (``toy.findings``). A variant without runs: needs_run."""
     found = {f.claim: f for f in findings(backcopy)}
-    sink, withhold = found["sink"], found["withhold"]
-    return [
-        _verdict("plus_one", withhold.holds, "claims.yours.plus_one", value=round(withhold.value, 3)),
-        _verdict("toy_sink", sink.holds, "claims.yours.toy_sink", value=round(sink.value, 3)),
-    ]
+    return [_lab_verdict(claim, found.get(toy_claim)) for toy_claim, claim in LAB_CLAIMS.items()]
+
+
+LAB_CLAIMS = {"withhold": "plus_one", "sink": "toy_sink", "learned": "learned_sink", "gate": "gated"}  # toy -> here
+
+
+def _lab_verdict(claim: str, found: Finding | None) -> Verdict:
+    if found is None:
+        return Verdict(claim, "needs_run", None)
+    where = {} if found.where is None else {"where": round(found.where, 3)}
+    return _verdict(claim, found.holds, f"claims.yours.{claim}", value=round(found.value, 3), **where)
 
 
 def from_polarize(runs: Mapping[str, PolarizeRun]) -> list[Verdict]:

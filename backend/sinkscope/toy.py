@@ -4,6 +4,10 @@ A head forms a sink where it has nothing to do (Guo et al. 2024): each task mark
 every checkpoint measures, per head, the attention on BOS and the row's total weight at dormant and at
 active queries. For sigmoid and linear attention the raw weights are reported, never a share of the row:
 their rows need not sum to one (an untrained sigmoid head gives every key about 0.5).
+
+Two variants build the sink into the architecture, as recent models do: ``sink-logit`` gives each head a
+learned logit with no value (gpt-oss; the row's total weight is what the real keys keep), and ``gated`` closes
+a sigmoid gate on each head's output (Qiu et al. 2025; the mean gate is recorded).
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ import torch.nn.functional as F
 
 from sinkscope.errors import InputError
 from sinkscope.lab import normalize
+from sinkscope.names import TOY_VARIANTS
 from sinkscope.tasks import IGNORE, TASKS, Batch
 
-VARIANTS = ("softmax", "softmax+1", "sigmoid", "linear")
-ROW_SUMS_TO_ONE = ("softmax",)  # softmax+1 rows may withhold mass; sigmoid and linear rows are unnormalized
-SHARES = ("softmax", "softmax+1")  # rows whose weights are shares of one unit: a BOS weight of 0.9 is a sink
+VARIANTS = TOY_VARIANTS
+ROW_SUMS_TO_ONE = ("softmax", "gated")  # softmax+1 and sink-logit rows may withhold mass; sigmoid, linear: raw
+SHARES = ("softmax", "softmax+1", "sink-logit", "gated")  # rows of shares of one unit: a BOS weight of 0.9 is a sink
 Progress = Callable[[int, int], bool]  # (step, steps) -> keep going?
 PROBE = 256  # sequences every checkpoint is measured on
 
@@ -56,19 +61,31 @@ class Attention(torch.nn.Module):
         self.heads, self.variant = heads, variant
         self.qkv = torch.nn.Linear(width, 3 * width)
         self.out = torch.nn.Linear(width, width)
+        self.sink_logit = torch.nn.Parameter(torch.zeros(heads)) if variant == "sink-logit" else None  # starts as +1
+        self.gate = torch.nn.Linear(width, width) if variant == "gated" else None  # elementwise, from the query
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Output (batch, pos, width), weights (batch, head, query, key), mean gate (batch, head, query)."""
         batch, length, width = x.shape
         q, k, v = self.qkv(x).view(batch, length, 3, self.heads, -1).unbind(2)  # each (batch, pos, head, d)
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (batch, head, pos, d)
         scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # (batch, head, query, key)
         causal = torch.ones(length, length, dtype=torch.bool).tril()
-        if self.variant in ("softmax", "softmax+1"):
-            weights = normalize(scores.masked_fill(~causal, float("-inf")), self.variant)
+        if self.sink_logit is not None:  # softmax over [scores, s_h]; the sink column has no value: drop it
+            sink = self.sink_logit.view(1, -1, 1, 1).expand(batch, -1, length, 1)  # (batch, head, query, 1)
+            blocked = scores.masked_fill(~causal, float("-inf"))
+            weights = torch.softmax(torch.cat([blocked, sink], dim=-1), dim=-1)[..., :-1]
+        elif self.variant in ("softmax", "softmax+1", "gated"):
+            variant = "softmax" if self.variant == "gated" else self.variant  # a gate acts after the softmax
+            weights = normalize(scores.masked_fill(~causal, float("-inf")), variant)
         else:
             weights = normalize(scores, self.variant) * causal
-        mixed = (weights @ v).transpose(1, 2).reshape(batch, length, width)  # (batch, pos, width)
-        return self.out(mixed), weights
+        heads_out = weights @ v  # (batch, head, pos, d)
+        gate = torch.ones_like(heads_out)
+        if self.gate is not None:  # Qiu et al.'s G1: a sigmoid gate on each head's output, computed from its query
+            gate = torch.sigmoid(self.gate(x)).view(batch, length, self.heads, -1).transpose(1, 2)  # like heads_out
+        mixed = (heads_out * gate).transpose(1, 2).reshape(batch, length, width)  # (batch, pos, width)
+        return self.out(mixed), weights, gate.mean(-1)
 
 
 class TinyTransformer(torch.nn.Module):
@@ -85,17 +102,18 @@ class TinyTransformer(torch.nn.Module):
         self.final_norm = torch.nn.LayerNorm(width)
         self.head = torch.nn.Linear(width, vocab)
 
-    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits (batch, pos, vocab) and maps (layer, batch, head, query, key)."""
+    def forward(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Logits (batch, pos, vocab), maps (layer, batch, head, query, key), gates (layer, batch, head, query)."""
         x = self.embed(tokens) + self.position(torch.arange(tokens.shape[1]))
-        maps = []
+        maps, gates = [], []
         for i, attention in enumerate(self.attention):
-            mixed, weights = attention(self.attention_norms[i](x))
+            mixed, weights, gate = attention(self.attention_norms[i](x))
             x = x + mixed
             if self.mlp is not None:
                 x = x + self.mlp[i](x)
             maps.append(weights)
-        return self.head(self.final_norm(x)), torch.stack(maps)
+            gates.append(gate)
+        return self.head(self.final_norm(x)), torch.stack(maps), torch.stack(gates)
 
 
 def _mlp(width: int) -> torch.nn.Module:
@@ -118,6 +136,8 @@ class TrainingRun:
     bos_active: list[list[list[float]]] = field(default_factory=list)
     total_dormant: list[list[list[float]]] = field(default_factory=list)  # the row's total weight there
     total_active: list[list[list[float]]] = field(default_factory=list)
+    gate_dormant: list[list[list[float]]] = field(default_factory=list)  # mean output gate there (1: no gate)
+    gate_active: list[list[list[float]]] = field(default_factory=list)
     map_steps: list[int] = field(default_factory=list)  # the checkpoints whose maps are kept (about ten)
     maps: list[list] = field(default_factory=list)  # -> (layer, head, query, key) of one probe sequence
     example: list[int] = field(default_factory=list)
@@ -153,7 +173,7 @@ def head_means(values: torch.Tensor, where: torch.Tensor) -> list[list[float]]:
 
 def _checkpoint(run: TrainingRun, model: TinyTransformer, step: int, probe: Batch, keep_maps: bool) -> None:
     with torch.no_grad():
-        logits, maps = model(probe.inputs)  # maps: (layer, batch, head, query, key)
+        logits, maps, gates = model(probe.inputs)  # maps: (layer, batch, head, query, key)
     scored = probe.targets != IGNORE
     run.steps.append(step)
     run.loss.append(float(F.cross_entropy(logits[scored], probe.targets[scored])))
@@ -167,6 +187,8 @@ def _checkpoint(run: TrainingRun, model: TinyTransformer, step: int, probe: Batc
     run.bos_active.append(head_means(bos, active))
     run.total_dormant.append(head_means(total, dormant))
     run.total_active.append(head_means(total, active))
+    run.gate_dormant.append(head_means(gates, dormant))
+    run.gate_active.append(head_means(gates, active))
     if keep_maps:
         run.map_steps.append(step)
         run.maps.append(np.round(maps[:, 0].numpy(), 3).tolist())  # (layer, head, query, key) of one sequence
@@ -211,10 +233,11 @@ def train(
 class Finding:
     """One claim checked on a set of runs: the number that decides it and whether it holds."""
 
-    claim: str  # "sink", "withhold" or "switch_off"
+    claim: str  # "sink", "withhold", "switch_off", "learned" or "gate"
     variant: str
     value: float
     holds: bool
+    where: float | None = None  # for built-in sinks, where the dormant mass went: the learned logit's share, the gate
 
 
 def findings(runs: list[TrainingRun], sink: float = 0.9, silent: float = 0.1) -> list[Finding]:
@@ -223,7 +246,11 @@ def findings(runs: list[TrainingRun], sink: float = 0.9, silent: float = 0.1) ->
     - sink: some softmax head puts >= ``sink`` of its attention on BOS at dormant queries (the weakest seed's
       strongest head decides);
     - withhold: softmax+1 needs no sink, its BOS weight at dormant queries stays <= ``silent`` in every head;
-    - switch_off: some sigmoid head's whole row weighs <= ``silent`` at dormant queries (it switches off).
+    - switch_off: some sigmoid head's whole row weighs <= ``silent`` at dormant queries (it switches off);
+    - learned: every sink-logit head stays <= ``silent`` on BOS at dormant queries, and its logit takes at least
+      half their mass in some head (the weakest seed's largest share is ``where``);
+    - gate: every gated head stays <= ``silent`` on BOS at dormant queries (Qiu et al. 2025); ``where`` is the
+      gate of the head that parks most on BOS, whether or not the claim holds.
     """
     by_variant: dict[str, list[TrainingRun]] = {}
     for run in runs:
@@ -238,4 +265,14 @@ def findings(runs: list[TrainingRun], sink: float = 0.9, silent: float = 0.1) ->
     if "sigmoid" in by_variant:
         value = max(float(run.final("total_dormant").min()) for run in by_variant["sigmoid"])
         found.append(Finding("switch_off", "sigmoid", value, value <= silent))
+    if "sink-logit" in by_variant:
+        value = max(float(run.final("bos_dormant").max()) for run in by_variant["sink-logit"])
+        taken = min(float((1 - run.final("total_dormant")).max()) for run in by_variant["sink-logit"])
+        found.append(Finding("learned", "sink-logit", value, value <= silent and taken >= 0.5, taken))
+    if "gated" in by_variant:
+        runs = by_variant["gated"]
+        strongest = max(runs, key=lambda run: float(run.final("bos_dormant").max()))
+        bos = strongest.final("bos_dormant")
+        gate = float(strongest.final("gate_dormant").flat[int(bos.argmax())])
+        found.append(Finding("gate", "gated", float(bos.max()), float(bos.max()) <= silent, gate))
     return found

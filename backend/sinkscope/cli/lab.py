@@ -11,7 +11,7 @@ import numpy as np
 
 from sinkscope.cli.common import number
 from sinkscope.names import LAB_TASKS as TASKS
-from sinkscope.names import LAB_VARIANTS
+from sinkscope.names import LAB_VARIANTS, TOY_VARIANTS
 
 if TYPE_CHECKING:  # imported where used: `sinkscope --help` starts without torch
     from sinkscope import lab, toy
@@ -39,6 +39,16 @@ def _polarize_report(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
+def _built_in_sink(run: toy.TrainingRun) -> str:
+    """Where a built-in sink put the dormant queries' mass: the learned logit's share, or the gate left open."""
+    if run.variant == "sink-logit":
+        taken = 1 - run.final("total_dormant").min()
+        return f"\n  the learned sink logit takes {taken:.3f} of the dormant queries' mass"
+    if run.variant == "gated":
+        return f"\n  the output gate at dormant queries: {run.final('gate_dormant').min():.3f} (1 = open)"
+    return ""
+
+
 def _training_report(args: argparse.Namespace) -> dict[str, object]:
     from sinkscope import toy
 
@@ -51,9 +61,10 @@ def _training_report(args: argparse.Namespace) -> dict[str, object]:
         f"at active queries {run.final('bos_active').max():.3f}; "
         f"first head >= 0.9 at dormant queries: {'step ' + str(first) if first is not None else 'none'}"
         + ("" if args.attention in toy.SHARES else " (raw weights: rows need not sum to 1)")
+        + _built_in_sink(run)
     )
     _save(run, args.save, f"{args.attention}-seed{args.seed}.json")
-    names = ("bos_dormant", "bos_active", "total_dormant", "total_active")
+    names = ("bos_dormant", "bos_active", "total_dormant", "total_active", "gate_dormant", "gate_active")
     finals = {name: run.final(name) for name in names}  # each (layer, head)
     heads = [
         {"layer": layer, "head": head, **{name: float(finals[name][layer, head]) for name in names}}
@@ -74,7 +85,8 @@ def run(args: argparse.Namespace) -> None:
 def add(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser("lab", help="training experiments: softmax polarization, sinks emerging")
     command.add_argument("experiment", choices=["polarize", *TASKS], help="polarize, or a task to train on")
-    command.add_argument("--attention", default="softmax", help=", ".join(LAB_VARIANTS) + " (relu: polarize only)")
+    variants = f"polarize: {', '.join(LAB_VARIANTS)}; a task: {', '.join(TOY_VARIANTS)}"
+    command.add_argument("--attention", default="softmax", help=variants)
     command.add_argument("--loss", default="logistic", choices=["logistic", "square"], help="polarize only")
     command.add_argument("--steps", type=number(int, 1), help="default 3000 (polarize) or the task's (2000)")
     command.add_argument("--seed", type=number(int, 0), default=0)

@@ -136,13 +136,20 @@ def fig_attention(
     max_cells: int = 256,
     subtitle: str = "",
     lang: str = "en",
+    ghost: np.ndarray | None = None,
 ) -> go.Figure:
     """One head's (query, key) map with token labels; pooled (max) when larger than max_cells. The subtitle
-    (a formula, the pooling) is a second line: half-width figures cut long titles off."""
+    (a formula, the pooling) is a second line: half-width figures cut long titles off.
+
+    ``ghost`` (query,) is the mass each query gave a learned sink logit (gpt-oss): drawn as a labelled column
+    left of the first key, on the same colour scale, so a row's cells and its ghost add up to one."""
     tr = Text(lang)
     pooled, row_starts, col_starts = pool_max(np.asarray(matrix, dtype=np.float64), max_cells)
     rows = [escape(s) for s in bin_labels(row_starts, matrix.shape[0], row_labels)]
     cols = [escape(s) for s in bin_labels(col_starts, matrix.shape[1], col_labels)]
+    if ghost is not None:
+        ghost_rows, _, _ = pool_max(np.asarray(ghost, dtype=np.float64)[:, None], max_cells)  # (rows, 1)
+        pooled, cols = np.hstack([ghost_rows, pooled]), [tr("fig.learned_sink_column"), *cols]
     shown = np.where(pooled > 0, np.log10(np.where(pooled > 0, pooled, 1)), np.nan) if log_scale else pooled
     colorbar = {  # below the map, not beside it: a half-width figure needs its width for the keys
         "title": {"text": tr("fig.log_weight" if log_scale else "fig.weight"), "side": "right"},
