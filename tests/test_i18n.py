@@ -39,7 +39,8 @@ ST_TEXT_CALLS = {
     "select_slider", "selectbox", "radio", "toggle", "button", "text_input", "text_area", "number_input",
     "multiselect", "download_button", "form_submit_button", "file_uploader", "spinner", "text", "write",
 }  # fmt: skip
-TECHNICAL = {"k", "d", "sink", "value_sink", "norm", "‖k‖", "|h| (log)", "1 / log t", "log10 |h|"}  # names, not prose
+# names, not prose
+TECHNICAL = {"k", "d", "sink", "value_sink", "learned_sink", "norm", "‖k‖", "|h| (log)", "1 / log t", "log10 |h|"}
 
 
 def string_literals() -> set[str]:

@@ -72,17 +72,20 @@ def from_lab(backcopy: list[TrainingRun]) -> list[Verdict]:
     """The shipped (or retrained) Bigram-Backcopy runs: softmax >= 0.9 on BOS at dormant queries, softmax+1 <= 0.1;
     a learned sink logit or an output gate keeps BOS <= 0.1 (``toy.findings``). A variant without runs: needs_run."""
     found = {f.claim: f for f in findings(backcopy)}
-    return [_lab_verdict(claim, found.get(toy_claim)) for toy_claim, claim in LAB_CLAIMS.items()]
+    return [_lab_verdict(claim, key, found.get(toy_claim)) for toy_claim, (claim, key) in LAB_CLAIMS.items()]
 
 
-LAB_CLAIMS = {"withhold": "plus_one", "sink": "toy_sink", "learned": "learned_sink", "gate": "gated"}  # toy -> here
+LAB_CLAIMS = {  # toy.findings' claim -> (the claim here, the catalogue key of what was measured)
+    "withhold": ("plus_one", "claims.yours.plus_one"), "sink": ("toy_sink", "claims.yours.toy_sink"),
+    "learned": ("learned_sink", "claims.yours.learned_sink"), "gate": ("gated", "claims.yours.gated"),
+}  # fmt: skip
 
 
-def _lab_verdict(claim: str, found: Finding | None) -> Verdict:
+def _lab_verdict(claim: str, key: str, found: Finding | None) -> Verdict:
     if found is None:
         return Verdict(claim, "needs_run", None)
     where = {} if found.where is None else {"where": round(found.where, 3)}
-    return _verdict(claim, found.holds, f"claims.yours.{claim}", value=round(found.value, 3), **where)
+    return _verdict(claim, found.holds, key, value=round(found.value, 3), **where)
 
 
 def from_polarize(runs: Mapping[str, PolarizeRun]) -> list[Verdict]:

@@ -147,9 +147,16 @@ def fig_attention(
     pooled, row_starts, col_starts = pool_max(np.asarray(matrix, dtype=np.float64), max_cells)
     rows = [escape(s) for s in bin_labels(row_starts, matrix.shape[0], row_labels)]
     cols = [escape(s) for s in bin_labels(col_starts, matrix.shape[1], col_labels)]
-    if ghost is not None:
+    key_ticks = category_ticks(cols, 10)
+    if ghost is not None:  # its label always shown, whole: the keys' labels are thinned and cut
         ghost_rows, _, _ = pool_max(np.asarray(ghost, dtype=np.float64)[:, None], max_cells)  # (rows, 1)
-        pooled, cols = np.hstack([ghost_rows, pooled]), [tr("fig.learned_sink_column"), *cols]
+        label = tr("fig.learned_sink_column")
+        pooled, cols = np.hstack([ghost_rows, pooled]), [label, *cols]
+        key_ticks = {
+            **key_ticks,
+            "tickvals": [label, *key_ticks["tickvals"]],
+            "ticktext": [label, *key_ticks["ticktext"]],
+        }
     shown = np.where(pooled > 0, np.log10(np.where(pooled > 0, pooled, 1)), np.nan) if log_scale else pooled
     colorbar = {  # below the map, not beside it: a half-width figure needs its width for the keys
         "title": {"text": tr("fig.log_weight" if log_scale else "fig.weight"), "side": "right"},
@@ -168,6 +175,8 @@ def fig_attention(
         hoverongaps=False,
     )
     fig = go.Figure(heatmap)
+    if ghost is not None:  # between the ghost and the first real key
+        fig.add_vline(x=0.5, line={"color": "#888", "width": 1, "dash": "dot"})
     pooled_note = tr("fig.pooled", rows=len(rows), cols=len(cols)) if len(rows) < matrix.shape[0] else ""
     subtitle = " · ".join(part for part in (subtitle, pooled_note) if part)
     fig.update_layout(
@@ -177,7 +186,7 @@ def fig_attention(
             "type": "category",
             "tickangle": -60,
             "automargin": True,
-            **category_ticks(cols, 10),
+            **key_ticks,
         },
         yaxis={
             "title": tr("fig.query_axis"),
