@@ -20,7 +20,7 @@ import torch
 from sinkscope import attention, metrics
 from sinkscope.errors import InputError, ModelLoadError
 from sinkscope.families import family_of
-from sinkscope.models import LoadedModel, ModelInfo, require_every_layer
+from sinkscope.models import LoadedModel, ModelInfo, check_ids, require_every_layer, require_loaded
 from sinkscope.names import DEFAULT_EPS, HEAD_COLUMNS, HEAD_METRICS, LAYER_COLUMNS, LAYER_METRICS, Kind
 from sinkscope.tokens import display_tokens, encode
 
@@ -163,6 +163,7 @@ def run_forward(
     loaded: LoadedModel, ids: list[int], recorder: attention.Recorder, logits_from: int | None = None
 ) -> torch.Tensor | None:
     """One forward pass; the LM head (T x vocab) only when asked: logits of positions ``logits_from ..``."""
+    check_ids(require_loaded(loaded), ids)
     model = loaded.model
     input_ids = torch.tensor([ids], device=model.device)  # (batch=1, token)
     with torch.inference_mode(), attention.recording(recorder):
@@ -213,8 +214,9 @@ def _layer_metrics(residual: np.ndarray, bos_cosine: np.ndarray) -> tuple[dict[s
 
 def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
     """Analyze a sequence of token ids in one forward pass (under ``sinkscope.intervene``: the changed run)."""
+    require_loaded(loaded)
     if not ids:
-        raise ValueError("no tokens to analyze")
+        raise InputError("error.empty_text")
     change = attention.current_change()
     ids = change.input_ids(list(ids)) if change is not None else list(ids)
     n_layers = loaded.info.n_layers
@@ -244,7 +246,7 @@ def analyze(
     add_bos: bool | None = None,
 ) -> Trace:
     """Tokenize ``text`` (at most ``max_tokens``, default the model's limit) and analyze it."""
-    limit = min(max_tokens or loaded.info.max_tokens, loaded.info.max_tokens)
+    limit = min(max_tokens or require_loaded(loaded).info.max_tokens, loaded.info.max_tokens)
     return analyze_ids(
         loaded,
         encode(loaded.tokenizer, text, limit, truncate=truncate, add_bos=add_bos),
@@ -272,7 +274,7 @@ def attention_maps(
     the layer's input h^layer (``trace.residual[layer]`` of the same text, under the same intervention), only
     that layer runs, on models whose blocks all take the same mask and positions.
     """
-    if not 0 <= layer < loaded.info.n_layers:
+    if not 0 <= layer < require_loaded(loaded).info.n_layers:
         raise InputError("error.layer_range", layer=layer, last=loaded.info.n_layers - 1)
     recorder = attention.Recorder(reduce=False, maps_of=frozenset({layer}), stop_after=layer)
     if start is not None and layer > 0 and _blocks_alike(loaded.model):

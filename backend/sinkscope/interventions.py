@@ -12,6 +12,7 @@ edits live in a context variable of the calling thread, so the shared model keep
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from sinkscope import attention, metrics
 from sinkscope.capture import head_metrics, install_residual_hooks, run_forward
 from sinkscope.errors import InputError
 from sinkscope.i18n import Message
-from sinkscope.models import LoadedModel
+from sinkscope.models import LoadedModel, require_loaded
 from sinkscope.streaming import builtin_text
 from sinkscope.tokens import display_token, encode
 
@@ -88,10 +89,13 @@ def intervene(loaded: LoadedModel, *changes: Intervention) -> Iterator[Intervent
     """Apply ``changes`` to every forward pass of ``loaded`` that this thread runs inside the block.
 
     ``analyze``, ``attention_maps``, ``run`` and a plain ``loaded.model(...)`` call all see them;
-    other threads (other app sessions) do not.
+    other threads (other app sessions) do not. Inside another ``intervene`` block the changes compose: the
+    outer block's apply first, then these (``Together``).
     """
-    install_residual_hooks(loaded.model)
-    change = changes[0] if len(changes) == 1 else Together(tuple(changes))
+    install_residual_hooks(require_loaded(loaded).model)
+    outer = attention.current_change()
+    parts = (outer, *changes) if outer is not None else changes
+    change = parts[0] if len(parts) == 1 else Together(tuple(parts))
     with attention.changing(change):
         yield change
 
@@ -175,6 +179,12 @@ class Perturb(Intervention):
     size: float
     seed: int = 0
 
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.size) or self.size < 0:
+            raise InputError("error.perturb_size", size=repr(self.size))
+        if self.position < 0:
+            raise InputError("error.position", position=self.position)
+
     @property
     def message(self) -> Message:
         return Message.of("iv.perturb", position=self.position, size=float(self.size))
@@ -182,6 +192,8 @@ class Perturb(Intervention):
     def edit_residual(self, index: int, hidden: torch.Tensor) -> torch.Tensor:
         if index != 0:
             return hidden
+        if self.position >= hidden.shape[1]:
+            raise InputError("error.past_end", position=self.position, last=hidden.shape[1] - 1)
         direction = torch.randn(hidden.shape[-1], generator=torch.Generator().manual_seed(self.seed))
         edited = hidden.clone()  # hidden: (1, token, d_model)
         edited[0, self.position] += (self.size * direction / direction.norm()).to(hidden)

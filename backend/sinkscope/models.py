@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import (
@@ -26,7 +27,7 @@ from transformers.models.auto.modeling_auto import (
 
 from sinkscope import attention
 from sinkscope.bundled import BUNDLED, cache_root
-from sinkscope.errors import ModelLoadError
+from sinkscope.errors import InputError, ModelLoadError
 from sinkscope.families import check_supported, family_of, supported_names
 from sinkscope.i18n import Text
 
@@ -68,6 +69,25 @@ class LoadedModel:
     model: Any
     tokenizer: Any
     info: ModelInfo
+
+
+def require_loaded(value: object) -> LoadedModel:
+    """``value`` itself when it is a model from ``load_model``; a TypeError that says what to do otherwise."""
+    if not isinstance(value, LoadedModel):
+        shown = repr(value) if isinstance(value, str) else type(value).__name__
+        raise TypeError(
+            f"expected a model loaded with sinkscope.load_model(...), got {shown}: "
+            f"call model = sinkscope.load_model('smollm2-135m') (or a hub id or folder) and pass model"
+        )
+    return value
+
+
+def check_ids(loaded: LoadedModel, ids: list[int]) -> None:
+    """Token ids the model's embedding holds: an id past the vocabulary is the caller's to fix, not an IndexError."""
+    vocab = loaded.model.get_input_embeddings().num_embeddings
+    bad = next((i for i in ids if not isinstance(i, int | np.integer) or not 0 <= i < vocab), None)
+    if bad is not None:
+        raise InputError("error.token_id", id=repr(bad), vocab=vocab)
 
 
 def available_devices() -> list[str]:

@@ -25,7 +25,7 @@ from sinkscope import attention
 from sinkscope.arrays import cache_band
 from sinkscope.errors import InputError, ModelLoadError
 from sinkscope.families import family_of
-from sinkscope.models import LoadedModel
+from sinkscope.models import LoadedModel, check_ids, require_loaded
 from sinkscope.names import STREAM_METHODS
 
 METHODS = STREAM_METHODS
@@ -241,6 +241,7 @@ def generate_lanes(
 
     ``progress`` gets the first lane's tokens so far (as floats) after each step, and stops by returning False.
     """
+    check_ids(require_loaded(loaded), prompt)
     out: list[list[int]] = [[] for _ in sinks]
     with streamer(loaded, sinks, capacity) as (step, _):
         for token in prompt[:-1]:
@@ -301,6 +302,7 @@ def streaming_nll(
     loaded: LoadedModel, ids: list[int], method: str, sinks: int, window: int, progress: Progress | None = None
 ) -> np.ndarray:
     """Per-token NLL of ids[1:] by one of METHODS. Every bounded method holds S + W tokens in all."""
+    check_ids(require_loaded(loaded), ids)
     if method == "dense":
         return dense(loaded, ids)
     if method == "window":

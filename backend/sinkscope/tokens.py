@@ -35,6 +35,10 @@ def encode(
     """
     if not text or not text.strip():
         raise InputError("error.empty_text")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:  # a lone surrogate: no tokenizer can read it
+        raise InputError("error.bad_character", position=err.start, code=f"U+{ord(text[err.start]):04X}") from None
     window = max((limit + 2) * longest_token(tokenizer), COUNTED_CHARS)  # the first limit + 1 tokens lie inside
     ids = list(tokenizer(text[:window], add_special_tokens=False)["input_ids"])
     if add_bos is None:
