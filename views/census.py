@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 from functools import partial
 from pathlib import Path
@@ -10,6 +11,7 @@ import pandas as pd
 import streamlit as st
 from sinkscope import census_stats
 from sinkscope.census_files import MANIFEST, read_heads
+from sinkscope.census_table import Limits
 from sinkscope.errors import InputError
 from sinkscope.names import DEFAULT_EPS
 from sinkscope.plot.census import fig_census_kinds, fig_census_layers, fig_census_rate, fig_census_spread
@@ -21,15 +23,23 @@ SHIPPED = common.ASSETS / "census"
 FOLDER, UPLOAD = "folder", "upload"
 
 
-@st.cache_data(max_entries=4, show_spinner=False)
+def limits() -> Limits:
+    config = common.shared().settings
+    return Limits(rows=config.max_census_rows, decoded_bytes=config.max_census_mb * 1024 * 1024)
+
+
 def load_folder(path: str, changed: float) -> pd.DataFrame:
-    """A census folder's heads table; ``changed`` (its manifest's time) reloads a census that grew."""
-    return read_heads(Path(path))
+    """A census folder's heads table, in the shared byte-bounded cache; ``changed`` (its manifest's time)
+    reloads a census that grew."""
+    run = partial(read_heads, Path(path), limits=limits())
+    return common.run_once("census", ("folder", path, changed), run, t("census.reading"))
 
 
-@st.cache_data(max_entries=2, show_spinner=False)
 def load_upload(data: bytes, name: str) -> pd.DataFrame:
-    return read_heads(data, name)
+    """An uploaded table, in the same cache as every other result (per session and in all), keyed by its bytes;
+    refused from its metadata when it would expand past the limits."""
+    run = partial(read_heads, data, name, limits())
+    return common.run_once("census", ("upload", hashlib.sha256(data).hexdigest(), name), run, t("census.reading"))
 
 
 def shipped() -> dict[str, Path]:

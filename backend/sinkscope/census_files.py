@@ -14,7 +14,6 @@ windows already written.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import time
@@ -27,13 +26,15 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
+from sinkscope.census_table import Limits, read_heads_table
 from sinkscope.corpus import WindowKey
 from sinkscope.errors import InputError
-from sinkscope.names import HEAD_COLUMNS, HEAD_METRICS, LAYER_METRICS
+from sinkscope.names import HEAD_METRICS, LAYER_METRICS
 
 MANIFEST = "census.json"
 TABLES = ("heads", "layers")
 WINDOW = ("doc_id", "start")  # with the partitions model and length: one window
+LOCAL_LIMITS = Limits(rows=20_000_000, decoded_bytes=4 << 30)  # a census of about 70,000 windows of SmolLM2
 
 
 def _partition(table: str, model: str, length: int) -> Path:
@@ -124,24 +125,11 @@ def written_windows(out: Path) -> set[WindowKey]:
     return set(zip(keys["model"], keys["doc_id"], keys["length"], keys["start"], strict=True))
 
 
-def read_heads(source: Path | bytes, name: str = "") -> pd.DataFrame:
+def read_heads(source: Path | bytes, name: str = "", limits: Limits = LOCAL_LIMITS) -> pd.DataFrame:
     """The heads table of a census folder, or of one Parquet file (a path or its bytes: an upload) with the same
-    columns, such as the page's download."""
-    needed = ["model", "length", *WINDOW, *HEAD_COLUMNS]
-    name = name or str(source)
-    try:
-        if isinstance(source, bytes):
-            table = pd.read_parquet(io.BytesIO(source))
-        else:
-            table = _read(source / "heads") if source.is_dir() else pd.read_parquet(source)
-    except (OSError, ValueError) as err:
-        raise InputError("error.census_unreadable", path=name, reason=str(err).splitlines()[0]) from err
-    if "learned_sink" not in table.columns:  # written before 0.3: a model whose rows summed to one took exactly 0
-        table = table.assign(learned_sink=0.0)
-    missing = [column for column in needed if column not in table.columns]
-    if missing or table.empty:
-        raise InputError("error.census_not_heads", path=name, missing=", ".join(missing) or "-")
-    return table[needed].astype({"model": str, "length": int, "doc_id": str, "kind": str})
+    columns, such as the page's download: within ``limits``, every column checked (``sinkscope.census_table``)."""
+    folder = source / "heads" if isinstance(source, Path) and source.is_dir() else source
+    return read_heads_table(folder, name or str(source), limits)
 
 
 def read_manifest(out: Path) -> dict[str, Any]:

@@ -79,8 +79,8 @@ def _parquet_rows(path: Path, text_column: str) -> int:
 
     try:
         metadata = pq.read_metadata(path)
-    except OSError as err:
-        raise InputError("error.census_bad_parquet", path=str(path), reason=str(err)) from err
+    except (OSError, ValueError) as err:  # pyarrow: ArrowInvalid (a ValueError) for a file that is not Parquet
+        raise InputError("error.census_bad_parquet", path=str(path), reason=str(err).splitlines()[0]) from err
     columns = metadata.schema.to_arrow_schema().names
     if text_column not in columns:
         raise InputError("error.census_no_column", path=str(path), column=text_column, columns=", ".join(columns))

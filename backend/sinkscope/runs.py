@@ -76,6 +76,8 @@ def nbytes(value: Any, seen: set[int] | None = None) -> int:
         return sum(nbytes(k, seen) + nbytes(v, seen) for k, v in value.items())
     if isinstance(value, list | tuple | set | frozenset):
         return sys.getsizeof(value) + sum(nbytes(item, seen) for item in value)
+    if hasattr(value, "memory_usage") and hasattr(value, "columns"):  # a pandas table: its strings counted too
+        return int(value.memory_usage(deep=True).sum())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return sum(nbytes(getattr(value, f.name), seen) for f in dataclasses.fields(value))
     if hasattr(value, "__dict__"):

@@ -22,6 +22,8 @@ class Settings:
     cache_bytes: int  # every cached result (analyses, maps, lessons, lab runs) together
     session_cache_bytes: int  # what one session's results may hold
     max_lab_steps: int  # the longest training run the lab will start
+    max_census_rows: int  # an uploaded or opened census table, checked from its metadata before it is read
+    max_census_mb: int  # the same table decompressed
 
     @staticmethod
     def from_env(env: Mapping[str, str]) -> Settings:
@@ -36,6 +38,8 @@ class Settings:
             cache_bytes=int(env.get("SINKSCOPE_CACHE_MB", 768 if hosted else 2048)) * MB,
             session_cache_bytes=int(env.get("SINKSCOPE_SESSION_CACHE_MB", 160 if hosted else 1024)) * MB,
             max_lab_steps=int(env.get("SINKSCOPE_MAX_LAB_STEPS", 2000 if hosted else 10_000)),
+            max_census_rows=int(env.get("SINKSCOPE_MAX_CENSUS_ROWS", 300_000 if hosted else 5_000_000)),
+            max_census_mb=int(env.get("SINKSCOPE_MAX_CENSUS_MB", 64 if hosted else 1024)),
         )
 
     def allows(self, model: str) -> bool:
