@@ -16,6 +16,7 @@ from sinkscope import census, census_files
 from sinkscope.capture import analyze_ids
 from sinkscope.census import CensusRequest, Cluster, run_census
 from sinkscope.cli import main
+from sinkscope.corpus import content_id
 from sinkscope.errors import InputError, ModelLoadError
 from sinkscope.models import load_model
 from sinkscope.names import HEAD_METRICS
@@ -201,3 +202,29 @@ def test_windows_are_consecutive_start_with_bos_where_the_tokenizer_adds_it_and_
     windows = cut_windows(AddsBos(), "abcdefghij", length=4, count=5)
     assert windows == [(0, [1, 97, 98, 99]), (3, [1, 100, 101, 102]), (6, [1, 103, 104, 105])]  # "j" is left over
     assert cut_windows(AddsBos(), "abc", length=8, count=1) == []
+
+
+def test_repeated_ids_and_identical_texts_stay_separate_documents(tiny_dir: str, tmp_path: Path) -> None:
+    """Two lines with one id, and one text twice without an id: four documents, four windows, none merged."""
+    texts = corpus()
+    lines = [{"id": "x", "text": texts[0]}, {"id": "x", "text": texts[1]}, {"text": texts[2]}, {"text": texts[2]}]
+    source = tmp_path / "docs.jsonl"
+    source.write_text("\n".join(json.dumps(line) for line in lines) + "\n", encoding="utf-8")
+    summary = run_census(CensusRequest(str(source), [tiny_dir], [16]), tmp_path / "out", Cluster(workers=2))
+    assert (summary.docs, summary.windows, summary.renamed) == (4, 4, 2)
+    heads = heads_of(tmp_path / "out")
+    digest = content_id(texts[2])
+    ids = set(heads["doc_id"])
+    assert ids == {"x", "x#2", digest, f"{digest}#2"}
+    assert heads.groupby("doc_id").size().nunique() == 1  # every document has one window's heads, not two
+    assert "2 with an id seen before" in census.describe(summary)
+
+
+def test_a_corpus_with_no_readable_document_is_told_why_not_to_shorten_its_windows(
+    tiny_dir: str, tmp_path: Path
+) -> None:
+    source = tmp_path / "docs.jsonl"
+    source.write_text('{not json\n{"title": "no text"}\n', encoding="utf-8")
+    with pytest.raises(InputError, match="No document of the corpus could be analyzed") as err:
+        run_census(CensusRequest(str(source), [tiny_dir], [16]), tmp_path / "out", Cluster(workers=2))
+    assert "--lengths" not in str(err.value) and "bad_json 1, no_text 1" in str(err.value)

@@ -68,6 +68,7 @@ class CensusSummary:
     docs: int = 0
     skipped: dict[str, int] = field(default_factory=dict)  # problem -> documents (too_short: document-lengths)
     seconds: float = 0.0
+    renamed: int = 0  # documents whose id repeated an earlier one's, analyzed under id#2, id#3, ...
 
 
 class CensusWorker:
@@ -185,7 +186,7 @@ def run_census(
     """Analyze every window of the corpus not yet in ``out``; write them there as Parquet."""
     corpus = check_request(request)
     writer = census_files.Writer(Path(out))
-    summary = CensusSummary(already=len(writer.done))
+    summary = CensusSummary(already=len(writer.done), renamed=corpus.renamed)
     writer.write_manifest(asdict(request), complete=False)
     start_ray(cluster)
     started, last_flush, waiting, skipped = time.monotonic(), time.monotonic(), Counter(), Counter()
@@ -203,8 +204,9 @@ def run_census(
             progress(CensusProgress(summary.docs, corpus.n_docs, summary.windows, summary.tokens, seconds))
     writer.flush()
     summary.skipped, summary.seconds = {k: v for k, v in skipped.items() if v}, time.monotonic() - started
-    if not summary.windows and not summary.already:
-        raise InputError("error.census_nothing", skipped=_said(summary.skipped))
+    if not summary.windows and not summary.already:  # the advice follows the reason
+        key = "error.census_nothing" if "too_short" in summary.skipped else "error.census_nothing_read"
+        raise InputError(key, skipped=_said(summary.skipped))
     writer.write_manifest(asdict(request), complete=True, summary=asdict(summary))
     return summary
 
@@ -231,5 +233,7 @@ def describe(summary: CensusSummary) -> str:
     rate = summary.tokens / summary.seconds if summary.seconds else 0.0
     return (
         f"{summary.windows} windows analyzed ({summary.tokens} tokens, {rate:.0f} tokens/s), "
-        f"{summary.already} already written; {summary.docs} documents; skipped: {_said(summary.skipped)}"
+        f"{summary.already} already written; {summary.docs} documents"
+        + (f" ({summary.renamed} with an id seen before, renamed id#2, id#3, ...)" if summary.renamed else "")
+        + f"; skipped: {_said(summary.skipped)}"
     )

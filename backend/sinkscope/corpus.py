@@ -4,6 +4,11 @@ A corpus is a folder of ``.txt`` files, a ``.jsonl`` file with a text field, a P
 or ``builtin`` (the long text the streaming page uses, cut into documents). Each document row is
 ``doc_id, text, problem``; a document that cannot be read keeps its row, with ``problem`` saying why, so the
 census counts it instead of failing.
+
+Every document has an id of its own: a file's path, a line's ``id`` field, or else a hash of its text (stable
+across reruns, so a resumed census finds its windows). An id seen before (two lines with one ``id``, or the same
+text twice) gets ``#2``, ``#3``, ... in the order of the corpus, and the summary counts those renamed: two
+documents are never merged into one.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +42,8 @@ class Corpus:
     text_column: str
     n_docs: int  # documents it will yield (at most max_docs): what the progress bar counts to
     files: tuple[str, ...] = ()  # a folder's .txt files, sorted
+    rows: tuple[dict[str, str], ...] = ()  # a .jsonl or .parquet corpus's documents, read when it is opened
+    renamed: int = 0  # documents whose id repeated an earlier one's (given #2, #3, ...)
 
 
 def content_id(text: str) -> str:
@@ -64,14 +72,44 @@ def open_corpus(source: str, text_column: str = "text", max_docs: int | None = N
     if not path.is_file():
         raise InputError("error.census_no_corpus", path=source)
     if path.suffix == ".jsonl":
-        with path.open("rb") as lines:
-            n_docs = sum(1 for line in lines if line.strip())
-        if not n_docs:
-            raise InputError("error.census_empty", path=source)
-        return Corpus(str(path), "jsonl", text_column, cap(n_docs))
-    if path.suffix == ".parquet":
-        return Corpus(str(path), "parquet", text_column, cap(_parquet_rows(path, text_column)))
-    raise InputError("error.census_format", path=source)
+        rows = _jsonl_rows(path, text_column, max_docs)
+    elif path.suffix == ".parquet":
+        _parquet_rows(path, text_column)
+        rows = _parquet_texts(path, text_column, max_docs)
+    else:
+        raise InputError("error.census_format", path=source)
+    if not rows:
+        raise InputError("error.census_empty", path=source)
+    ids, renamed = unique_ids([row["doc_id"] for row in rows])
+    rows = tuple(row | {"doc_id": doc_id} for row, doc_id in zip(rows, ids, strict=True))
+    return Corpus(str(path), path.suffix[1:], text_column, len(rows), rows=rows, renamed=renamed)
+
+
+def unique_ids(ids: list[str]) -> tuple[list[str], int]:
+    """Each id as given the first time; a repeat becomes ``id#2``, ``id#3``, ... (never an id already taken).
+    Returns the ids and how many were repeats."""
+    taken, seen, unique = set(ids), Counter(), []  # a made-up id never takes one the corpus gives
+    for doc_id in ids:
+        seen[doc_id] += 1
+        new, k = doc_id, seen[doc_id]
+        while k > 1 and new in taken:
+            new, k = f"{doc_id}#{k}", k + 1
+        taken.add(new)
+        unique.append(new)
+    return unique, len(ids) - len(set(ids))
+
+
+def _jsonl_rows(path: Path, text_column: str, max_docs: int | None) -> list[dict[str, str]]:
+    """One row per non-blank line, in order (at most max_docs); a line that is no JSON object with a text is a
+    problem row."""
+    rows = []
+    with path.open("rb") as lines:
+        for line in lines:
+            if line.strip():
+                rows.append(_parse_line(line.decode("utf-8", errors="replace"), text_column))
+            if max_docs and len(rows) == max_docs:
+                break
+    return rows
 
 
 def _parquet_rows(path: Path, text_column: str) -> int:
@@ -87,6 +125,21 @@ def _parquet_rows(path: Path, text_column: str) -> int:
     if not metadata.num_rows:
         raise InputError("error.census_empty", path=str(path))
     return metadata.num_rows
+
+
+def _parquet_texts(path: Path, text_column: str, max_docs: int | None) -> list[dict[str, str]]:
+    """The text column, one row group at a time (at most max_docs rows); a cell that is no text is a problem."""
+    import pyarrow.parquet as pq
+
+    rows: list[dict[str, str]] = []
+    file = pq.ParquetFile(path)
+    for group in range(file.num_row_groups):
+        for value in file.read_row_group(group, columns=[text_column]).column(0).to_pylist():
+            text = value if isinstance(value, str) else ""
+            rows.append({"doc_id": content_id(text), "text": text, "problem": "" if text.strip() else "no_text"})
+            if max_docs and len(rows) == max_docs:
+                return rows
+    return rows
 
 
 def _rows(doc_ids: list[str], texts: list[str], problems: list[str]) -> dict[str, np.ndarray]:
@@ -108,28 +161,17 @@ def _decode_files(batch: dict[str, np.ndarray], root: str) -> dict[str, np.ndarr
     return _rows(doc_ids, texts, problems)
 
 
-def _parse_lines(batch: dict[str, np.ndarray], text_column: str) -> dict[str, np.ndarray]:
+def _parse_line(line: str, text_column: str) -> dict[str, str]:
     """One JSON object a line; a line that is not one, or has no text, becomes a problem row."""
-    doc_ids, texts, problems = [], [], []
-    for line in batch["text"]:
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            record = None
-        text = record.get(text_column) if isinstance(record, dict) else None
-        ok = isinstance(text, str) and bool(text.strip())
-        doc_ids.append(str(record.get("id")) if ok and "id" in record else content_id(text if ok else line))
-        texts.append(text if ok else "")
-        problems.append("" if ok else "bad_json" if record is None else "no_text")
-    return _rows(doc_ids, texts, problems)
-
-
-def _name_texts(batch: dict[str, np.ndarray], text_column: str) -> dict[str, np.ndarray]:
-    texts = [value if isinstance(value, str) else "" for value in batch[text_column]]
-    problems = ["" if text.strip() else "no_text" for text in texts]
-    return _rows([content_id(text) for text in texts], texts, problems)
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        record = None
+    text = record.get(text_column) if isinstance(record, dict) else None
+    ok = isinstance(text, str) and bool(text.strip())
+    doc_id = str(record.get("id")) if ok and "id" in record else content_id(text if ok else line)
+    return {"doc_id": doc_id, "text": text if ok else "", "problem": "" if ok else "bad_json" if record is None
+            else "no_text"}  # fmt: skip
 
 
 def documents(corpus: Corpus, max_docs: int | None = None) -> Any:
@@ -144,13 +186,7 @@ def documents(corpus: Corpus, max_docs: int | None = None) -> Any:
     if corpus.kind == "folder":
         files = ray.data.read_binary_files(list(corpus.files), include_paths=True, num_cpus=0)
         return files.map_batches(_decode_files, fn_kwargs={"root": corpus.source}, num_cpus=0)
-    if corpus.kind == "jsonl":
-        lines = ray.data.read_text(corpus.source, num_cpus=0)
-        docs = lines.map_batches(_parse_lines, fn_kwargs={"text_column": corpus.text_column}, num_cpus=0)
-    else:
-        table = ray.data.read_parquet(corpus.source, columns=[corpus.text_column], num_cpus=0)
-        docs = table.map_batches(_name_texts, fn_kwargs={"text_column": corpus.text_column}, num_cpus=0)
-    return docs.limit(max_docs) if max_docs else docs
+    return ray.data.from_items(list(corpus.rows[: max_docs or None]))  # read, and given unique ids, when opened
 
 
 class Windower:
