@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import streamlit as st
 from plotly.colors import get_colorscale, sample_colorscale
-from sinkscope import lab
+from sinkscope import lab, toy
 from sinkscope.names import HEAD_METRICS
 from streamlit.testing.v1 import AppTest
 
@@ -342,9 +342,9 @@ def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live(
     assert array(entropy[0]["y"]).tolist() == shipped_softmax.entropy
     assert at.radio(key="lab_task").value == "backcopy"
     shipped = at.table[0].value.reset_index()
-    assert len(shipped) == 8 and set(shipped["attention"]) == {"softmax", "softmax+1", "sigmoid", "linear"}
+    assert len(shipped) == 12 and set(shipped["attention"]) == set(toy.VARIANTS)
     verdicts = " ".join(m.value for m in at.markdown)
-    assert "Softmax forms a sink" in verdicts and verdicts.count("Reproduces.") == 3
+    assert "Softmax forms a sink" in verdicts and verdicts.count("Reproduces.") == 4  # not the gate: see the lab
     assert at.selectbox(key="train_shown").value == ("softmax", 0)  # the story starts on softmax
     assert chart(at, "train_bos")["layout"]["yaxis"]["title"]["text"] == "share of attention"
     at.selectbox(key="train_shown").set_value(("sigmoid", 0)).run()
@@ -355,7 +355,7 @@ def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live(
     next(b for b in at.button if b.label == "Retrain live").click().run()
     assert not at.exception
     runs = at.table[0].value.reset_index().set_index(["attention", "seed"])
-    assert len(runs) == 9 and ("sigmoid", 7) in runs.index
+    assert len(runs) == 13 and ("sigmoid", 7) in runs.index
     at.radio(key="lab_task").set_value("trigger").run()
     trigger = at.table[0].value
     assert len(trigger) == 8 and "(7" not in str(trigger.values)  # the backcopy run stays with backcopy

@@ -7,8 +7,8 @@ import pandas as pd
 import streamlit as st
 from sinkscope import plot
 from sinkscope.capture import Trace
-from sinkscope.metrics import value_scaled, value_weighted, without_first_keys
-from sinkscope.names import DEFAULT_EPS, HEAD_COLUMNS, HEAD_METRICS, LAYER_COLUMNS
+from sinkscope.metrics import shown_metrics, value_scaled, value_weighted, without_first_keys
+from sinkscope.names import DEFAULT_EPS, HEAD_COLUMNS, LAYER_COLUMNS
 from sinkscope.tokens import token_labels
 
 from views import common, url_state
@@ -24,7 +24,8 @@ def map_tab(trace: Trace) -> None:
     label = t("explorer.sink_rate", eps=num(eps, ".2f"), n=trace.n_tokens)
     st.metric(label, t("explorer.of_heads", rate=num(trace.sink_rate(eps), ".1f")))
     st.caption(t("explorer.sink_rate_help"))
-    metric = st.radio(t("explorer.colour_by"), shown_metrics(trace), horizontal=True, key="metric")
+    metrics = shown_metrics(trace.heads)
+    metric = st.radio(t("explorer.colour_by"), metrics, horizontal=True, key="metric")
     left, right = st.columns([3, 2])
     with left:
         head_map(trace.heads, metric, key="head_map", on_click=open_clicked_head)
@@ -37,9 +38,9 @@ def map_tab(trace: Trace) -> None:
                     kind=sink_kind))  # fmt: skip
     right.page_link("views/definitions.py", label=t("side.definitions"), icon="📖")
     table = pd.DataFrame(trace.head_rows())
-    shown = table.assign(kind=table["kind"].map(kind_label))  # the CSV below keeps English names for tools
+    shown = table[["layer", "head", *metrics]].assign(kind=table["kind"].map(kind_label))  # the CSV keeps English
     shown = shown.rename(columns={"layer": t("fig.layer"), "head": t("fig.head"), "kind": t("explorer.kind")})
-    widths = [50, 50, *[72] * len(HEAD_METRICS), 90]  # pixels: layer, head, the metrics, kind fit at 1024 px
+    widths = [50, 50, *[72] * len(metrics), 90]  # pixels: layer, head, the metrics, kind fit at 1024 px
     narrow = {column: st.column_config.Column(width=w) for column, w in zip(shown.columns, widths, strict=True)}
     st.dataframe(common.local_table(shown), hide_index=True, key="heads_table", height=320, column_config=narrow)
     layers = pd.DataFrame(trace.layer_rows())
@@ -48,11 +49,6 @@ def map_tab(trace: Trace) -> None:
     download[0].download_button(t("explorer.heads_csv"), heads_csv, "heads.csv", on_click="ignore")
     layers_csv = layers[list(LAYER_COLUMNS)].to_csv(index=False)
     download[1].download_button(t("explorer.layers_csv"), layers_csv, "layers.csv", on_click="ignore")
-
-
-def shown_metrics(trace: Trace) -> list[str]:
-    """The head map's colourings: learned_sink only for a model that has a learned sink logit."""
-    return [m for m in HEAD_METRICS if m != "learned_sink" or trace.learned_sinks]
 
 
 def open_clicked_head() -> None:

@@ -68,6 +68,13 @@ def head_scores(
     return scores
 
 
+def shown_metrics(heads: dict[str, np.ndarray]) -> list[str]:
+    """The per-head metrics worth showing for this model: ``learned_sink`` only where a learned sink logit took
+    something (gpt-oss); with plain softmax it is exactly 0 in every head."""
+    learned = np.asarray(heads["learned_sink"], dtype=float)
+    return [m for m in HEAD_METRICS if m != "learned_sink" or bool(np.nanmax(learned, initial=0.0) > 0)]
+
+
 def head_kinds(sink: np.ndarray, diagonal: np.ndarray, previous_token: np.ndarray) -> np.ndarray:
     """``sink``/``diagonal``/``previous_token`` where that score is the largest and >= 0.5, else ``mixed``."""
     stacked = np.stack([sink, diagonal, np.nan_to_num(previous_token, nan=-1.0)])  # (kind, ...)

@@ -17,8 +17,8 @@ from PIL import Image
 
 from sinkscope.arrays import bin_labels, cache_band, pool_max
 from sinkscope.i18n import Text
-from sinkscope.metrics import nan_mean
-from sinkscope.names import HEAD_METRICS, TITLES, Kind
+from sinkscope.metrics import nan_mean, shown_metrics
+from sinkscope.names import TITLES, Kind
 
 MARGIN = {"l": 50, "r": 20, "t": 50, "b": 40}
 BELOW = {"l": 50, "r": 20, "t": 50, "b": 110}  # room for a legend under the axis title
@@ -62,9 +62,10 @@ def fig_head_map(heads: dict[str, np.ndarray], metric: str, lang: str = "en") ->
     values = heads[metric]
     n_layers, n_heads = values.shape
     layer, head = np.indices(values.shape)
-    custom = np.stack([heads[m] for m in HEAD_METRICS], axis=-1).reshape(-1, len(HEAD_METRICS))  # (cell, metric)
+    shown = shown_metrics(heads)
+    custom = np.stack([heads[m] for m in shown], axis=-1).reshape(-1, len(shown))  # (cell, metric)
     kinds = np.vectorize(tr.kind)(heads["kind"]).ravel()
-    lines = [f"{m}: %{{customdata[{i}]:.3f}}" for i, m in enumerate(HEAD_METRICS)]
+    lines = [f"{m}: %{{customdata[{i}]:.3f}}" for i, m in enumerate(shown)]
     fig = go.Figure(
         go.Heatmap(
             z=values,

@@ -15,7 +15,7 @@ import numpy as np
 from plotly.colors import sample_colorscale
 
 from sinkscope.i18n import Text
-from sinkscope.names import HEAD_METRICS
+from sinkscope.metrics import shown_metrics
 from sinkscope.plot.explore import KIND_COLORS, colorscale, head_map_title
 
 FIGURES_CSS = files("sinkscope.plot").joinpath("figures.css").read_text(encoding="utf-8")
@@ -23,9 +23,9 @@ BAR_TICKS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
 
 def cell_tip(heads: dict[str, np.ndarray], layer: int, head: int, tr: Text) -> str:
-    """What hovering one head says: where it is, all five metrics and its kind, one per line."""
+    """What hovering one head says: where it is, every metric shown for this model and its kind, one per line."""
     lines = [tr("fig.head_tip", layer=layer, head=head)]
-    lines += [f"{m}: {tr.num(float(heads[m][layer, head]))}" for m in HEAD_METRICS]
+    lines += [f"{m}: {tr.num(float(heads[m][layer, head]))}" for m in shown_metrics(heads)]
     lines.append(tr("fig.kind_tip", kind=tr.kind(heads["kind"][layer, head])))
     return "\n".join(lines)
 
