@@ -6,6 +6,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -228,3 +231,34 @@ def test_a_corpus_with_no_readable_document_is_told_why_not_to_shorten_its_windo
     with pytest.raises(InputError, match="No document of the corpus could be analyzed") as err:
         run_census(CensusRequest(str(source), [tiny_dir], [16]), tmp_path / "out", Cluster(workers=2))
     assert "--lengths" not in str(err.value) and "bad_json 1, no_text 1" in str(err.value)
+
+
+def test_a_driver_killed_outright_leaves_no_ray_process_and_a_rerun_resumes(tiny_dir: str, tmp_path: Path) -> None:
+    """kill -9 of the census command: every process its Ray started is gone within 10 s; the rerun finishes the
+    windows still missing and writes none twice."""
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "sinkscope", "census", "builtin", "--model", tiny_dir, "--lengths", "16",
+               "--windows", "4", "--max-docs", "60", "--workers", "2", "--out", str(out)]  # fmt: skip
+    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process, deadline = psutil.Process(driver.pid), time.monotonic() + 180
+    while time.monotonic() < deadline and not list((out / "heads").rglob("part-*.parquet")):
+        time.sleep(0.2)  # Ray is up and some windows are written
+    started = [p for p in process.children(recursive=True) if "ray" in " ".join(p.cmdline()).lower()]
+    driver.kill()
+    driver.wait()
+    assert started, "the census wrote nothing before the deadline"
+    gone_by = time.monotonic() + 10
+    while time.monotonic() < gone_by and any(_running(p) for p in started):
+        time.sleep(0.2)
+    assert not [p.pid for p in started if _running(p)]
+    finished = subprocess.run([*command], capture_output=True, text=True, timeout=600)
+    assert finished.returncode == 0, finished.stderr
+    windows = windows_of(heads_of(out))
+    assert len(windows) == 240 and not windows.duplicated().any()
+
+
+def _running(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

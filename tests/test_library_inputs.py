@@ -74,3 +74,11 @@ def test_nested_interventions_compose_outer_first(random_ids: list[int]) -> None
     with intervene(loaded, DropFirst(1, (0,))):
         after_inner_block = analyze_ids(loaded, random_ids)
     assert np.all(after_inner_block.heads["sink"][1] > 0)  # the inner change ended with its block
+
+
+def test_numpy_token_ids_are_analyzed_like_python_ints(tiny_dir: str) -> None:
+    """A Ray batch or a numpy array hands ids over as numpy integers: the tokens still display."""
+    loaded = sinkscope.load_model(tiny_dir)
+    ids = loaded.tokenizer("Sinks park attention.", add_special_tokens=False)["input_ids"]
+    as_numpy = analyze_ids(loaded, np.array(ids, dtype=np.int64))
+    assert as_numpy.tokens == analyze_ids(loaded, ids).tokens and as_numpy.token_ids == tuple(ids)

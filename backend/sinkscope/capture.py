@@ -215,10 +215,11 @@ def _layer_metrics(residual: np.ndarray, bos_cosine: np.ndarray) -> tuple[dict[s
 def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
     """Analyze a sequence of token ids in one forward pass (under ``sinkscope.intervene``: the changed run)."""
     require_loaded(loaded)
-    if not ids:
+    if not len(ids):
         raise InputError("error.empty_text")
+    ids = [int(i) if isinstance(i, np.integer) else i for i in ids]  # numpy ids (a Ray batch) as Python ints
     change = attention.current_change()
-    ids = change.input_ids(list(ids)) if change is not None else list(ids)
+    ids = change.input_ids(ids) if change is not None else ids
     n_layers = loaded.info.n_layers
     install_residual_hooks(loaded.model)
     recorder = attention.Recorder(residual=[None] * (n_layers + 1))

@@ -11,18 +11,20 @@ windows already written::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from sinkscope import census_files
+from sinkscope import census_files, reaper
 from sinkscope.corpus import WINDOW_COLUMNS, Windower, documents, open_corpus
 from sinkscope.errors import InputError
 from sinkscope.models import load_tokenizer
@@ -49,6 +51,7 @@ class Cluster:
     address: str | None = None  # None: start Ray on this machine
     workers: int | None = None  # None: one per CPU (or per GPU with gpus_per_worker)
     gpus_per_worker: float = 0.0
+    verbose: bool = False  # Ray's own start-up lines (token authentication, log levels) on stderr
 
 
 @dataclass
@@ -112,13 +115,30 @@ def start_ray(cluster: Cluster) -> None:
 
     if ray.is_initialized():
         return
-    quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+    quiet = {"logging_level": logging.DEBUG if cluster.verbose else logging.ERROR, "log_to_driver": False}
     # Ray's core logs a harmless error line for every restartable actor whose arguments sit in its object store
     os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
-    if cluster.address:
-        ray.init(address=cluster.address, **quiet)
-    else:
-        ray.init(num_cpus=os.cpu_count(), include_dashboard=False, **quiet)
+    with contextlib.nullcontext() if cluster.verbose else _stderr_silenced():
+        if cluster.address:
+            ray.init(address=cluster.address, **quiet)
+        else:
+            ray.init(num_cpus=os.cpu_count(), include_dashboard=False, **quiet)
+            reaper.start()  # the Ray started here ends with this process, however it ends
+
+
+@contextlib.contextmanager
+def _stderr_silenced() -> Iterator[None]:
+    """The process's stderr (file descriptor 2, which Ray's C++ core writes to) sent nowhere for the block: Ray's
+    start-up lines would come before the user's own ``error:`` line. An exception still propagates."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as nowhere:
+            os.dup2(nowhere.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def check_request(request: CensusRequest) -> Any:

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from sinkscope.cli import analyze, census, cost, intervene, lab, stream
-from sinkscope.cli.common import Parser, UsageError, check_outputs
+from sinkscope.cli.common import Parser, UsageError, check_outputs, writes_to
 from sinkscope.errors import SinkscopeError
 
 
@@ -39,9 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (OSError, RuntimeError, MemoryError) as err:
         if args.debug:
             raise
-        print(
-            f"error: {type(err).__name__}: {err} (rerun with --debug for details)",
-            file=sys.stderr,
-        )
+        if isinstance(err, OSError) and writes_to(args, err.filename):  # a read-only folder, /proc: the user's
+            print(f"error: cannot write {err.filename}: {err.strerror}.", file=sys.stderr)
+            return 2
+        print(f"error: {type(err).__name__}: {err} (rerun with --debug for details)", file=sys.stderr)
         return 1
     return 0

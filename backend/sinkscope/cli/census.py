@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> None:
     if args.address and args.address not in ("auto", "local") and "://" not in args.address and ":" not in args.address:
         raise UsageError(f"--address {args.address}: give auto, host:port or ray://host:10001.")
     request = CensusRequest(args.corpus, models, args.lengths, args.windows, args.max_docs, args.text_column)
-    cluster = Cluster(args.address, args.workers, args.gpus_per_worker)
+    cluster = Cluster(args.address, args.workers, args.gpus_per_worker, verbose=args.debug)
     bar = Bar()
     try:
         summary = run_census(request, args.out, cluster, progress=bar)

@@ -77,6 +77,18 @@ def check_outputs(args: argparse.Namespace) -> None:
         raise UsageError(f"--save {save} is a file; give a folder.")
 
 
+def writes_to(args: argparse.Namespace, filename: object) -> bool:
+    """Whether ``filename`` is one of the outputs the user named, or lies in an output folder (--out, --save)."""
+    if not filename:
+        return False
+    path = Path(str(filename)).absolute()
+    files = [getattr(args, name, None) for name in OUTPUT_FILES]
+    folders = [getattr(args, name, None) for name in ("out", "save")]
+    named = [Path(p).absolute() for p in files if p]
+    inside = [Path(p).absolute() for p in folders if p]
+    return path in named or any(path == folder or folder in path.parents for folder in inside)
+
+
 def read_text_file(path: str) -> str:
     """The UTF-8 text of a file, or an error that says what is wrong with it."""
     file = Path(path)
