@@ -282,3 +282,12 @@ def test_concurrent_analyses_on_one_shared_model_do_not_mix() -> None:
             assert got.token_ids == want.token_ids
             np.testing.assert_allclose(got.residual, want.residual, atol=1e-5)
             np.testing.assert_allclose(got.heads["sink"], want.heads["sink"], atol=1e-6)
+
+
+def test_a_layer_scrub_on_a_model_without_hooks_yet_runs_that_layer_alone(long_ids: list[int]) -> None:
+    """A model loaded again (the app's model cache evicted the first) meets traces made before: the one-layer
+    recompute installs what it needs."""
+    trace = analyze_ids(tiny_loaded("llama-gqa"), long_ids)
+    fresh = tiny_loaded("llama-gqa")  # the same weights, no hooks installed
+    alone = attention_maps(fresh, long_ids, 2, start=trace.residual[2])
+    np.testing.assert_allclose(alone.weights, attention_maps(fresh, long_ids, 2).weights, atol=1e-5)

@@ -296,6 +296,7 @@ def _run_block(
 ) -> None:
     """Block ``layer`` alone on its input ``start``, with what the model passes every block (its mask and
     positions, read off the first block's call: the forward stops there)."""
+    install_residual_hooks(loaded.model)  # a model loaded again (a cache evicted it) has no hooks yet
     call = attention.Recorder(reduce=False, block_call={})
     run_forward(loaded, ids, call)
     model, (args, kwargs) = loaded.model, (call.block_call["args"], call.block_call["kwargs"])

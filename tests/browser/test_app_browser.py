@@ -73,7 +73,7 @@ def test_downloading_the_per_head_csv(page: Page, app_url: str) -> None:
     with page.expect_download() as download:
         page.get_by_role("button", name="Per-head CSV").click()
     lines = Path(download.value.path()).read_text(encoding="utf-8").splitlines()
-    assert lines[0] == "layer,head,sink,diagonal,previous_token,entropy,value_sink,kind"
+    assert lines[0] == "layer,head,sink,diagonal,previous_token,entropy,value_sink,learned_sink,kind"
     assert len(lines) == 1 + 30 * 9
 
 
