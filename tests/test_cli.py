@@ -45,7 +45,7 @@ def test_analyze_writes_the_documented_csvs_and_json(tmp_path: Path) -> None:
         (["analyze", "--model", "nope", "--text", "hi"], "Unknown model 'nope'"),
         (["analyze", "--text", "word " * 9000], "--max-tokens"),
         (["stream", "--methods", "dense,bogus", "--tokens", "50"], "Unknown method"),
-        (["stream", "--window", "0"], "--window: 0 must be at least 1"),
+        (["stream", "--window", "0"], "--window: 0 must be between 1 and 8192"),
         (["stream", "--tokens", "50"], "50 tokens never fill a cache of 4 + 252"),
     ],
 )
@@ -130,8 +130,8 @@ def test_intervene_prints_loss_and_predictions_before_and_after(tmp_path: Path) 
         (["--text", "Some text here", "--replace-first", "many words here"], "exactly one"),
         (["--text", "Some text here", "--perturb", "50"], "past the last token"),
         (["--text", "   ", "--drop-first", "1"], "The text is empty"),
-        (["--text", "Some text here", "--drop-first", "0"], "--drop-first: 0 must be at least 1"),
-        (["--text", "Some text here", "--drop-first", "99999"], "drops every key of this 3-token text"),
+        (["--text", "Some text here", "--drop-first", "0"], "--drop-first: 0 must be between 1 and 8192"),
+        (["--text", "Some text here", "--drop-first", "5"], "drops every key of this 3-token text"),
         (["--text", "Some text here", "--zero-massive", "--from-layer", "999"], "past this model's last layer"),
     ],
 )
@@ -146,9 +146,9 @@ def test_intervene_explains_bad_input_in_one_line(args: list[str], message: str)
     [
         (["analyze", "--text", "a b", "--eps", "-1"], "--eps: -1 must be between 0 and 1 (both excluded)"),
         (["analyze", "--text", "a b", "--eps", "nan"], "--eps: nan must be between 0 and 1"),
-        (["intervene", "--text", "a b", "--perturb", "1", "--size", "nan"], "--size: nan must be above 0"),
-        (["lab", "backcopy", "--lr", "nan"], "--lr: nan must be above 0"),
-        (["lab", "backcopy", "--seed", "-1"], "--seed: -1 must be at least 0"),
+        (["intervene", "--text", "a b", "--perturb", "1", "--size", "nan"], "--size: nan must be between 0 and 1000"),
+        (["lab", "backcopy", "--lr", "nan"], "--lr: nan must be between 1e-06 and 10.0"),
+        (["lab", "backcopy", "--seed", "-1"], "--seed: -1 must be between 0 and 4294967295"),
         (["analyze", "--text", "a b", "--device", "bogus"], "invalid choice: 'bogus'"),
         (
             ["analyze", "--text", "a b", "--json", "/no/such/folder/out.json"],

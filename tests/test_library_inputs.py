@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+
 import numpy as np
 import pytest
 import sinkscope
 import torch
-from sinkscope import interventions, streaming
+from sinkscope import cost, interventions, streaming
 from sinkscope.capture import analyze, analyze_ids, attention_maps
 from sinkscope.errors import InputError
 from sinkscope.interventions import DropFirst, Perturb, ReplaceFirst, intervene, outcome
@@ -43,16 +47,43 @@ def test_ids_and_positions_out_of_range_are_input_errors(random_ids: list[int]) 
         analyze_ids(loaded, random_ids)
     with pytest.raises(InputError, match="Position 999 is past the last token"):
         outcome(loaded, random_ids, Perturb(999, 1.0))
-    with pytest.raises(InputError, match="before the first token"):
+    with pytest.raises(InputError, match="position must be a number from 0 to 8191, not -1"):
         Perturb(-1, 1.0)
     with pytest.raises(InputError, match="vocabulary"):
         streaming.streaming_nll(loaded, [*random_ids, 500], "dense", 2, 4)
 
 
-@pytest.mark.parametrize("size", [float("nan"), float("inf"), -1.0])
+@pytest.mark.parametrize("size", [float("nan"), float("inf"), -1.0, 1e6])
 def test_a_perturbation_size_must_be_a_finite_distance(size: float) -> None:
-    with pytest.raises(InputError, match="finite number of at least 0"):
+    with pytest.raises(InputError, match="size must be a number from 0 to 1000"):
         Perturb(3, size)
+
+
+@pytest.mark.parametrize(
+    ("call", "said"),
+    [
+        (lambda: sinkscope.polarize(steps=10**12), "polarize_steps must be a number from 1 to 200000"),
+        (lambda: sinkscope.polarize(dim=100_000_000), "dim must be a number from 2 to 1024"),
+        (lambda: sinkscope.train("backcopy", "softmax", steps=10**9), "task_steps must be a number from 1 to 50000"),
+        (lambda: cost.sweep(dim=100_000_000), "dim must be a number from 2 to 1024"),
+        (lambda: streaming.streaming_nll(tiny_loaded("llama-gqa"), [1, 2, 3], "window", 10**6, 4), "sinks must be"),
+    ],
+)  # fmt: skip
+def test_numbers_without_an_upper_bound_are_refused_before_any_work(call: object, said: str) -> None:
+    started = time.perf_counter()
+    with pytest.raises(InputError, match=said):
+        call()
+    assert time.perf_counter() - started < 1.0
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["cost", "--dim", "100000000"], ["lab", "polarize", "--steps", "1000000000000"],
+     ["census", "builtin", "--out", "x", "--lengths", "16,99999"], ["stream", "--sinks", "100000"]],
+)  # fmt: skip
+def test_the_command_line_refuses_the_same_numbers_in_one_line(args: list[str]) -> None:
+    done = subprocess.run([sys.executable, "-m", "sinkscope", *args], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "must be between" in done.stderr
 
 
 def test_a_lone_surrogate_in_the_text_is_named_not_a_type_error(tmp_path: object) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from sinkscope import census_files, reaper
+from sinkscope import census_files, ranges, reaper
 from sinkscope.corpus import WINDOW_COLUMNS, Windower, documents, open_corpus
 from sinkscope.errors import InputError
 from sinkscope.models import load_tokenizer
@@ -147,6 +147,8 @@ def check_request(request: CensusRequest) -> Any:
         raise InputError("error.census_no_model")
     if not request.lengths or min(request.lengths) < 2:
         raise InputError("error.census_lengths", lengths=", ".join(map(str, request.lengths)))
+    for name, value in (("windows", request.windows_per_doc), ("max_docs", request.max_docs or 1)):
+        ranges.check(name, value)
     for spec in request.models:
         limit = load_tokenizer(spec)[1]  # also dequantizes a bundled model once, before workers start
         if max(request.lengths) > limit:

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
+from sinkscope import ranges
 from sinkscope.names import COST_LENGTHS
 
 LENGTHS = COST_LENGTHS
@@ -95,6 +96,8 @@ def sweep(
     dim: int = 32, delta: float = 0.1, seed: int = 0, lengths: tuple[int, ...] = LENGTHS, steps: int = 400
 ) -> list[CostPoint]:
     """Every pattern, geometry and length: the smallest norm found."""
+    ranges.check("dim", dim)
+    ranges.check("seed", seed)
     points = []
     for geometry in GEOMETRIES:
         for n_tokens in lengths:

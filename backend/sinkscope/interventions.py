@@ -12,7 +12,6 @@ edits live in a context variable of the calling thread, so the shared model keep
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from sinkscope import attention, metrics
+from sinkscope import attention, metrics, ranges
 from sinkscope.capture import head_metrics, install_residual_hooks, run_forward
 from sinkscope.errors import InputError
 from sinkscope.i18n import Message
@@ -180,10 +179,8 @@ class Perturb(Intervention):
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.size) or self.size < 0:
-            raise InputError("error.perturb_size", size=repr(self.size))
-        if self.position < 0:
-            raise InputError("error.position", position=self.position)
+        ranges.check("size", self.size)
+        ranges.check("position", self.position)
 
     @property
     def message(self) -> Message:

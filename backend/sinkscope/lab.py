@@ -16,6 +16,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from sinkscope import ranges
 from sinkscope.errors import InputError
 from sinkscope.names import LAB_VARIANTS
 
@@ -71,6 +72,9 @@ def polarize(
     steps: int = 3000, lr: float = 0.5, seed: int = 0, progress: Progress | None = None,
 ) -> PolarizeRun:  # fmt: skip
     """Gradient descent on beta = V sigma(a) from a near-uniform start; records on a log-spaced step grid."""
+    for name, value in (("polarize_steps", steps), ("dim", dim), ("candidates", candidates), ("samples", samples),
+                        ("lr", lr), ("seed", seed)):  # fmt: skip
+        ranges.check(name, value)
     if loss not in ("logistic", "square"):
         raise InputError("error.unknown_loss", loss=loss)
     generator = torch.Generator().manual_seed(seed)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from sinkscope import attention
+from sinkscope import attention, ranges
 from sinkscope.arrays import cache_band
 from sinkscope.errors import InputError, ModelLoadError
 from sinkscope.families import family_of
@@ -303,6 +303,8 @@ def streaming_nll(
 ) -> np.ndarray:
     """Per-token NLL of ids[1:] by one of METHODS. Every bounded method holds S + W tokens in all."""
     check_ids(require_loaded(loaded), ids)
+    ranges.check("sinks", sinks)
+    ranges.check("window", window)
     if method == "dense":
         return dense(loaded, ids)
     if method == "window":

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from sinkscope import ranges
 from sinkscope.errors import InputError
 from sinkscope.lab import normalize
 from sinkscope.names import TOY_VARIANTS
@@ -205,6 +206,8 @@ def train(
         raise InputError("error.unknown_variant", variant=variant, choices=", ".join(VARIANTS))
     data, setup = TASKS[task], SETUPS[task]
     steps = steps or setup.steps
+    for name, value in (("task_steps", steps), ("seed", seed), ("lr", lr or setup.lr)):
+        ranges.check(name, value)
     torch.manual_seed(seed)
     model = TinyTransformer(variant, data.vocab, data.length, setup)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr or setup.lr, weight_decay=setup.weight_decay)

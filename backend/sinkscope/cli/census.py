@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 
 from sinkscope.bundled import DEFAULT_MODEL
-from sinkscope.cli.common import UsageError, number
+from sinkscope.cli.common import UsageError, ranged
 
 
 def _integers(text: str) -> list[int]:
-    try:
-        values = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a comma-separated list of integers") from None
+    """Comma-separated window lengths, each within ``ranges.RANGES["lengths"]``."""
+    length = ranged("lengths")
+    values = [length(part.strip()) for part in text.split(",") if part.strip()]
     if not values:
         raise argparse.ArgumentTypeError("give at least one length")
     return sorted(set(values))
@@ -62,10 +61,12 @@ def add(commands: argparse._SubParsersAction) -> None:
     command.add_argument("--out", required=True, help="the census folder (a rerun skips windows already there)")
     command.add_argument("--model", default=DEFAULT_MODEL, help="comma-separated models")
     command.add_argument("--lengths", type=_integers, default=[128, 512], help="window lengths in tokens (128,512)")
-    command.add_argument("--windows", type=number(int, 1), default=1, help="windows per document and length (1)")
-    command.add_argument("--max-docs", type=number(int, 1), help="use only the first N documents")
+    command.add_argument("--windows", type=ranged("windows"), default=1, help="windows per document and length (1)")
+    command.add_argument("--max-docs", type=ranged("max_docs"), help="use only the first N documents")
     command.add_argument("--text-column", default="text", help="the text field of a .jsonl or .parquet corpus")
-    command.add_argument("--workers", type=number(int, 1), help="analysis workers (default: one per CPU or GPU)")
-    command.add_argument("--gpus-per-worker", type=number(float, 0), default=0.0, help="GPUs each worker holds")
+    command.add_argument("--workers", type=ranged("workers"), help="analysis workers (default: one per CPU or GPU)")
+    command.add_argument(
+        "--gpus-per-worker", type=ranged("gpus_per_worker", float), default=0.0, help="GPUs each worker holds"
+    )
     command.add_argument("--address", help="join a Ray cluster: auto or ray://host:10001 (default: start Ray here)")
     command.set_defaults(run=run)

@@ -50,6 +50,13 @@ def number(kind: type, low: float | None = None, high: float | None = None, stri
     return parse
 
 
+def ranged(name: str, kind: type = int) -> Callable:
+    """An argparse type for the argument ``name`` of ``sinkscope.ranges``: the library's own range."""
+    from sinkscope.ranges import RANGES
+
+    return number(kind, RANGES[name].low, RANGES[name].high)
+
+
 def _bounds(low: float | None, high: float | None, strict: bool) -> str:
     if low is not None and high is not None:
         return f"between {low} and {high}" + (" (both excluded)" if strict else "")
@@ -144,4 +151,4 @@ def text_options(command: argparse.ArgumentParser) -> None:
     source = command.add_mutually_exclusive_group(required=True)
     source.add_argument("--text", help="the text itself")
     source.add_argument("--text-file", help="a UTF-8 text file")
-    command.add_argument("--max-tokens", type=number(int, 1), help="use only the first N tokens")
+    command.add_argument("--max-tokens", type=ranged("max_tokens"), help="use only the first N tokens")

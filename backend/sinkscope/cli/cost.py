@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from sinkscope.cli.common import number
+from sinkscope.cli.common import number, ranged
 from sinkscope.names import COST_LENGTHS as LENGTHS
 
 
@@ -29,14 +29,14 @@ def run(args: argparse.Namespace) -> None:
 
 def add(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser("cost", help="how the norm needed for a sink or a diagonal grows with T")
-    command.add_argument("--dim", type=number(int, 2), default=32, help="embedding dimensions d")
+    command.add_argument("--dim", type=ranged("dim"), default=32, help="embedding dimensions d")
     command.add_argument(
         "--delta",
         type=number(float, 0, 1, strict=True),
         default=0.1,
         help="each query puts at least 1 - delta on its target",
     )
-    command.add_argument("--seed", type=number(int, 0), default=0)
+    command.add_argument("--seed", type=ranged("seed"), default=0)
     command.add_argument(
         "--max-length", type=int, choices=LENGTHS, default=1024, help="the longest T (8, 16, ... 1024)"
     )

@@ -7,7 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from sinkscope.cli.common import UsageError, finite, ids_of, load, model_options, number, text_options
+from sinkscope.cli.common import UsageError, finite, ids_of, load, model_options, ranged, text_options
 
 FORCE_CHOICES = {
     f"{source}-to-{target}": (source, target)
@@ -126,22 +126,22 @@ def add(commands: argparse._SubParsersAction) -> None:
     text_options(command)
     command.add_argument("--layers", help="layers for --drop-first and --force, like 2-29 or 1,3 (default all)")
     command.add_argument(
-        "--drop-first", type=number(int, 1), metavar="K", help="remove attention to the first K tokens"
+        "--drop-first", type=ranged("drop_first"), metavar="K", help="remove attention to the first K tokens"
     )
     command.add_argument("--replace-first", metavar="TOKEN", help=r"replace token 0 by one token (\n, \s, a word)")
     command.add_argument("--zero-massive", action="store_true", help="set massive activations to zero")
     command.add_argument("--mean-massive", action="store_true", help="set them to their mean over other texts")
     command.add_argument(
-        "--from-layer", type=number(int, 0), default=1, help="massive edits start at this layer's output"
+        "--from-layer", type=ranged("from_layer"), default=1, help="massive edits start at this layer's output"
     )
     command.add_argument(
         "--force", choices=list(FORCE_CHOICES), help="make heads of one kind (or all) attend as another"
     )
     command.add_argument(
-        "--perturb", type=number(int, 1), metavar="POS", help="compare perturbing token 0 with token POS"
+        "--perturb", type=ranged("position"), metavar="POS", help="compare perturbing token 0 with token POS"
     )
     command.add_argument(
-        "--size", type=number(float, 0, strict=True), default=1.0, help="perturbation length / median embedding norm"
+        "--size", type=ranged("size", float), default=1.0, help="perturbation length / median embedding norm"
     )
     command.add_argument("--json", help="write everything as JSON here")
     command.set_defaults(run=run)

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from sinkscope.cli.common import number
+from sinkscope.cli.common import ranged
 from sinkscope.names import LAB_TASKS as TASKS
 from sinkscope.names import LAB_VARIANTS, TOY_VARIANTS
 
@@ -88,9 +88,11 @@ def add(commands: argparse._SubParsersAction) -> None:
     variants = f"polarize: {', '.join(LAB_VARIANTS)}; a task: {', '.join(TOY_VARIANTS)}"
     command.add_argument("--attention", default="softmax", help=variants)
     command.add_argument("--loss", default="logistic", choices=["logistic", "square"], help="polarize only")
-    command.add_argument("--steps", type=number(int, 1), help="default 3000 (polarize) or the task's (2000)")
-    command.add_argument("--seed", type=number(int, 0), default=0)
-    command.add_argument("--lr", type=number(float, 0, strict=True), help="default 0.5 (polarize) or the task's setup")
+    command.add_argument(
+        "--steps", type=ranged("polarize_steps"), help="default 3000 (polarize) or the task's (2000; at most 50,000)"
+    )
+    command.add_argument("--seed", type=ranged("seed"), default=0)
+    command.add_argument("--lr", type=ranged("lr", float), help="default 0.5 (polarize) or the task's setup")
     command.add_argument("--json", help="write the final numbers here")
     command.add_argument(
         "--save",

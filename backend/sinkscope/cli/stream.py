@@ -6,7 +6,7 @@ import argparse
 import time
 from collections.abc import Callable
 
-from sinkscope.cli.common import UsageError, load, log, model_options, number, read_text_file, write_csv
+from sinkscope.cli.common import UsageError, load, log, model_options, ranged, read_text_file, write_csv
 from sinkscope.names import STREAM_METHODS as METHODS
 
 
@@ -55,9 +55,9 @@ def add(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser("stream", help="streaming perplexity with and without attention sinks")
     model_options(command)
     command.add_argument("--text-file", help="a long UTF-8 text (default: Python's built-in pydoc topics)")
-    command.add_argument("--tokens", type=number(int, 2), default=1024, help="how many tokens to stream")
-    command.add_argument("--sinks", type=number(int, 0), default=4, help="first tokens kept in the cache (S)")
-    command.add_argument("--window", type=number(int, 1), default=252, help="recent tokens kept in the cache (W)")
+    command.add_argument("--tokens", type=ranged("stream_tokens"), default=1024, help="how many tokens to stream")
+    command.add_argument("--sinks", type=ranged("sinks"), default=4, help="first tokens kept in the cache (S)")
+    command.add_argument("--window", type=ranged("window"), default=252, help="recent tokens kept in the cache (W)")
     command.add_argument("--methods", default="dense,window,sinks,recompute", help="comma-separated")
     command.add_argument("--csv", help="one row per method: method,sinks,window,tokens,ppl,seconds")
     command.add_argument("--per-token-csv", help="the NLL of every token, one column per method")
