@@ -131,7 +131,8 @@ def test_the_head_map_colours_every_head_by_the_chosen_metric_with_all_five_in_h
         assert figure.fill(layer, head) == sample_colorscale(get_colorscale(scale), [float(values.max())])[0]
         tip = figure.cells[layer * 9 + head]["title"].splitlines()
         assert tip[0] == f"layer {layer}, head {head}" and tip[-1].startswith("kind: ")
-        assert [line.split(":")[0] for line in tip[1:-1]] == list(HEAD_METRICS)
+        shown = [m for m in HEAD_METRICS if m != "learned_sink"]  # SmolLM2 has no learned sink logit
+        assert [line.split(":")[0] for line in tip[1:-1]] == shown
 
 
 def test_the_kind_counts_stack_every_head_of_a_layer_by_its_kind(app: AppTest) -> None:
@@ -381,3 +382,36 @@ def test_value_units_show_a_sink_head_writing_almost_nothing() -> None:
     assert scaled["layout"]["title"]["text"].startswith("What it writes")
     first_column = array(scaled["data"][0]["z"]).astype(float)[1:, 0]
     assert np.nanmedian(normalized[1:, 0]) > 0.9 and np.nanmedian(first_column) < 0.3
+
+
+def test_a_link_naming_an_unknown_example_language_or_hosted_model_says_so_on_the_first_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"example": "nonesuch", "lang": "xx", "head": "-2"})
+    at.run()
+    assert not at.exception, at.exception
+    assert [w.value for w in at.sidebar.warning] == [
+        "This link asked for values the app cannot show, so they were left at their defaults: "
+        "example=nonesuch, lang=xx, head=-2."
+    ]
+    monkeypatch.setenv("SINKSCOPE_HOSTED", "1")
+    common.shared.clear()
+    try:
+        hosted = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+        hosted.query_params.update({"model": "/etc"})
+        hosted.run()
+        assert not hosted.exception and "model=/etc" in hosted.sidebar.warning[0].value
+    finally:
+        common.shared.clear()
+
+
+def test_both_bad_sides_of_a_compare_link_are_named_on_the_first_load() -> None:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.run()  # pages with their own url_path are known to AppTest only after a first run
+    at.query_params.clear()
+    at.query_params.update({"a_example": "english", "a_bos": "maybe", "b_example": "english", "b_bos": "2"})
+    at.switch_page("views/compare.py").run()
+    assert not at.exception, at.exception
+    notices = " ".join(w.value for w in at.warning)
+    assert "a_bos=maybe" in notices and "b_bos=2" in notices

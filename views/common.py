@@ -26,7 +26,7 @@ from sinkscope.settings import Settings
 from sinkscope.tokens import adds_bos_by_default, decode_text, encode, has_bos
 
 from views.text import coloured, kind_label, language, say, set_language, t
-from views.url_state import CUSTOM, URL_TEXT_LIMIT, restore_from_url
+from views.url_state import CUSTOM, URL_TEXT_LIMIT, restore_from_url, show_ignored
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 EXAMPLES = {e["id"]: e for e in json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))}
@@ -339,8 +339,7 @@ def sidebar() -> Request | None:
     carry_over()
     restore_from_url(shared().settings, EXAMPLES)
     with st.sidebar:
-        if "url_ignored" in st.session_state:
-            st.warning(t("side.url_ignored", values=st.session_state.pop("url_ignored")))
+        show_ignored()
         st.selectbox(t("side.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang")
         st.page_link("views/definitions.py", label=t("side.definitions"), icon="📖")
         if resolve_device() == "cuda":

@@ -150,6 +150,7 @@ def page() -> None:
     st.caption(t("compare.intro"))
     common.sidebar()  # the shared sidebar stays drawn, so its text and choices survive a visit here
     restore_sides()
+    url_state.show_ignored()  # the sides' values come after the sidebar's notice: say them here, on this run
     options = presets()
     preset_label = {key: t(PRESET_TITLES[key]) for key in options}
     st.selectbox(t("compare.preset"), options, format_func=preset_label.get, key="compare_preset",

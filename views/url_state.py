@@ -7,8 +7,11 @@ from collections.abc import Collection, Mapping
 
 import streamlit as st
 from sinkscope.bundled import BUNDLED
+from sinkscope.i18n import LANGUAGES
 from sinkscope.names import HEAD_METRICS
 from sinkscope.settings import Settings
+
+from views.text import t
 
 CUSTOM = "custom"
 URL_TEXT_LIMIT = 1500  # longer custom texts are not put in the URL
@@ -56,10 +59,24 @@ FIELDS = {"layer": _index, "head": _index, "metric": _metric, "eps": _eps, "tab_
 FLAGS = ("add_bos", "log_scale", "past_sink", "value_units")
 
 
+def ignore(param: str, value: str) -> None:
+    """Note a link's value the app cannot use: shown once, with every other one, where the page draws notices."""
+    st.session_state.setdefault("url_ignored", []).append(f"{param}={value}")
+
+
+def show_ignored() -> None:
+    """The link's unusable values as one notice, on the run that found them."""
+    if st.session_state.get("url_ignored"):
+        st.warning(t("side.url_ignored", values=", ".join(st.session_state.pop("url_ignored"))))
+
+
 def _restore_model(model: str | None, config: Settings, prefix: str = "") -> None:
     state = st.session_state
-    if not model or not config.allows(model):
-        return  # a hosted app ignores models outside its allowlist
+    if not model:
+        return
+    if not config.allows(model):  # a hosted app opens only the models it lists
+        ignore(prefix + "model", model)
+        return
     if model in BUNDLED:
         state[prefix + "model_choice"] = model
     elif not config.hosted:
@@ -73,6 +90,8 @@ def _restore_text(params: Mapping[str, str], examples: Collection[str], prefix: 
         state[prefix + "text"] = params[prefix + "text"]
     elif params.get(prefix + "example") in examples:
         state[prefix + "example"] = params[prefix + "example"]
+    elif prefix + "example" in params:
+        ignore(prefix + "example", params[prefix + "example"])
 
 
 def restore_from_url(config: Settings, examples: Collection[str]) -> None:
@@ -83,16 +102,15 @@ def restore_from_url(config: Settings, examples: Collection[str]) -> None:
     state["url_restored"] = True
     _restore_model(params.get("model"), config)
     _restore_text(params, examples)
+    if "lang" in params and params["lang"].strip().lower()[:2] not in LANGUAGES:
+        ignore("lang", params["lang"])
     parsers = FIELDS | dict.fromkeys(FLAGS, _flag)
-    ignored = []
     for key, parse in parsers.items():
         try:
             if key in params:
                 state[key] = parse(params[key])
         except ValueError:
-            ignored.append(f"{key}={params[key]}")  # a hand-edited URL: keep the default and say so once
-    if ignored:
-        state["url_ignored"] = ", ".join(ignored)
+            ignore(key, params[key])  # a hand-edited URL: keep the default and say so once
 
 
 def restore_side(prefix: str, params: Mapping[str, str], config: Settings, examples: Collection[str]) -> None:
@@ -103,7 +121,7 @@ def restore_side(prefix: str, params: Mapping[str, str], config: Settings, examp
         if prefix + "bos" in params:
             st.session_state[prefix + "add_bos"] = _flag(params[prefix + "bos"])
     except ValueError:
-        st.session_state["url_ignored"] = f"{prefix}bos={params[prefix + 'bos']}"
+        ignore(prefix + "bos", params[prefix + "bos"])
 
 
 def _text_params(prefix: str = "") -> dict[str, str | None]:
