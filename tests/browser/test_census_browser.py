@@ -39,6 +39,13 @@ def test_an_uploaded_census_is_shown_and_a_broken_one_is_explained(page: Page, a
         str(tmp_path / "broken.parquet")
     )
     expect(page.get_by_text(re.compile("Cannot read the census broken.parquet"))).to_be_visible(timeout=LOAD)
+    heads.assign(sink="high").to_parquet(tmp_path / "typed.parquet")  # a string where numbers belong
+    page.get_by_test_id("stMainBlockContainer").locator("input[type=file]").set_input_files(
+        str(tmp_path / "typed.parquet")
+    )
+    expect(page.get_by_text(re.compile(r"typed\.parquet: the column sink holds \w+, not number"))).to_be_visible(
+        timeout=LOAD
+    )
     page.get_by_test_id("stMainBlockContainer").locator("input[type=file]").set_input_files(str(upload))
     settled(page)
     expect(page.get_by_text(re.compile(r"^Sink rate \(eps = 0.3\) against")).first).to_be_visible(timeout=LOAD)
