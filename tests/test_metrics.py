@@ -1,4 +1,4 @@
-"""Every metric of shared/metrics.md on hand-built inputs whose answer is known."""
+"""Every metric of docs/metrics.md on hand-built inputs whose answer is known."""
 
 from __future__ import annotations
 

@@ -28,7 +28,8 @@ from sinkscope.names import HEAD
 ATTENTION_NAME = "sinkscope"
 ATTENTION_LABEL = "sinkscope (chunked eager, float32 softmax)"
 CHUNK_ROWS = 64
-HEAD_SUMS = tuple(m.name for m in HEAD if m.name != "value_norm_ratio")  # the order _Reducer.add stacks them
+HEAD_SUMS = tuple(m.name for m in HEAD if m.name != "value_norm_ratio")  # summed over rows by _Reducer.finish
+NOTED = ("row_max_score", "row_max_weight", "weighted_score", "on_self", "on_previous", "learned")  # per row
 MIN_SCORE = torch.finfo(torch.float32).min  # a blocked key: its softmax weight is exactly 0
 # transformers' plumbing, safe to ignore: positions are already turned into q and k, and nothing here caches
 PLUMBING = frozenset({"position_ids", "cache_position", "use_cache", "output_attentions", "output_router_logits"})
@@ -380,11 +381,11 @@ def _max_pool_into(thumbs: torch.Tensor, weights: torch.Tensor, first_row: int, 
 
 
 class _Reducer:
-    """Per-head sums of the metrics in shared/metrics.md.
+    """Per-head sums of the metrics in docs/metrics.md.
 
-    The chunk loop notes five numbers per row (``note``: the only passes over the weights besides the softmax
-    and the matmuls); ``finish`` turns them into every metric for all rows at once. The chunk's matmul is
-    A @ [V | n], so sum_j A[t,j] n_j comes with the head output for free.
+    The chunk loop notes six numbers per row (``note``, each named in ``NOTED``: the only passes over the weights
+    besides the softmax and the matmuls); ``finish`` turns them into every metric for all rows at once, each with
+    the rows it counts. The chunk's matmul is A @ [V | n], so sum_j A[t,j] n_j comes with the head output.
     """
 
     def __init__(self, module: torch.nn.Module, value: torch.Tensor, n_heads: int, facts: MaskFacts) -> None:
@@ -402,51 +403,49 @@ class _Reducer:
         key_of_row = torch.arange(offset, n_keys, device=value.device).view(1, 1, -1, 1)  # (1, 1, query_pos, 1)
         self.diagonal_at = key_of_row.expand(n_kv, group, -1, 1)
         self.previous_at = (key_of_row - 1).clamp_min(0).expand(n_kv, group, -1, 1)
-        self.noted = torch.zeros(6, n_kv, group, n_queries, device=value.device)  # (stat, kv, group, query_pos)
-        self.rows_in = (key_of_row.view(-1) >= 1, key_of_row.view(-1) >= 2)  # row 0 reads itself; previous: t >= 2
-        self.sums: torch.Tensor | None = None  # (metric, kv, group), once ``finish`` has run
+        self.noted = {name: torch.zeros(n_kv, group, n_queries, device=value.device) for name in NOTED}
+        self.in_q, self.from_two = key_of_row.view(-1) >= 1, key_of_row.view(-1) >= 2  # (query_pos,) row masks
+        self.sums: dict[str, torch.Tensor] = {}  # metric -> (kv, group) float64, once ``finish`` has run
 
     def note(self, weights: torch.Tensor, scores: torch.Tensor, share: torch.Tensor | None, q0: int) -> None:
         """Rows ``q0 ..``: their largest score and weight, sum_j a s, the weights on themselves and the
         previous token, and the learned sink's share; weights, scores: (kv, group, rows, keys)."""
         q1 = q0 + weights.shape[-2]
-        row_max_score, row_max_weight, weighted_score, on_self, on_previous, learned = self.noted[..., q0:q1]
+        rows = {name: noted[..., q0:q1] for name, noted in self.noted.items()}  # (kv, group, rows) views
         if share is not None:
-            learned.copy_(share)
-        torch.amax(scores, -1, out=row_max_score)
-        torch.amax(weights, -1, out=row_max_weight)
-        torch.sum(scores.mul_(weights), -1, out=weighted_score)
-        torch.gather(weights, -1, self.diagonal_at[:, :, q0:q1], out=on_self.unsqueeze(-1))
-        torch.gather(weights, -1, self.previous_at[:, :, q0:q1], out=on_previous.unsqueeze(-1))
+            rows["learned"].copy_(share)
+        torch.amax(scores, -1, out=rows["row_max_score"])
+        torch.amax(weights, -1, out=rows["row_max_weight"])
+        torch.sum(scores.mul_(weights), -1, out=rows["weighted_score"])
+        torch.gather(weights, -1, self.diagonal_at[:, :, q0:q1], out=rows["on_self"].unsqueeze(-1))
+        torch.gather(weights, -1, self.previous_at[:, :, q0:q1], out=rows["on_previous"].unsqueeze(-1))
 
     def finish(self, mixed: torch.Tensor, first_key: torch.Tensor) -> None:
         """Every metric per row, summed over the rows each counts: mixed is A @ rhs (kv, group, query_pos, width),
         first_key the weights on key 0 (kv, group, query_pos)."""
-        row_max_score, row_max_weight, weighted_score, on_self, on_previous, learned = self.noted
-        mass = 1 - learned  # what the real keys share: 1 unless a learned sink took some
+        noted = self.noted  # each (kv, group, query_pos)
+        mass = 1 - noted["learned"]  # what the real keys share: 1 unless a learned sink took some
         # ln sum_j e^s - ln mass, from the row max: the largest weight is >= mass/T, so its log never underflows
-        lse_of_weights = row_max_score - row_max_weight.log()
+        lse_of_weights = noted["row_max_score"] - noted["row_max_weight"].log()
         read = torch.diagonal(mixed[..., self.head_dim : self.head_dim + self.group], dim1=1, dim2=3)  # (kv, t, g)
-        per_row = torch.stack(
-            [
-                first_key,
-                on_self,
-                on_previous,
-                # -sum a ln a = mass (lse - ln mass) - sum a s, with no log pass over the weights
-                (lse_of_weights * mass - weighted_score) / self.log_visible,
-                first_key * self.norms[:, :, :1] / read.transpose(1, 2).clamp_min(1e-30),  # sum_j A[t,j] n_j
-                learned,
-                torch.sigmoid(-(lse_of_weights + mass.log())),  # softmax+1 would withhold 1 / (1 + sum_j e^s)
-                projected_norms(mixed[..., : self.head_dim], self.gram),  # || head output W_O^h ||
-            ]
-        )  # (metric, kv, group, query_pos), in the order of HEAD_SUMS
-        in_q, from_two = self.rows_in
-        counted = torch.stack([in_q, in_q, from_two, in_q, in_q, in_q, in_q, in_q])  # (metric, query_pos)
-        counted_rows = torch.where(counted[:, None, None, :], per_row, 0.0).cpu()  # float64 on the host: MPS has none
-        self.sums = counted_rows.sum(-1, dtype=torch.float64)  # (metric, kv, group)
+        per_row = {  # metric -> (its value per row (kv, group, query_pos), the rows it counts (query_pos,))
+            "sink": (first_key, self.in_q),
+            "diagonal": (noted["on_self"], self.in_q),
+            "previous_token": (noted["on_previous"], self.from_two),
+            # -sum a ln a = mass (lse - ln mass) - sum a s, with no log pass over the weights
+            "entropy": ((lse_of_weights * mass - noted["weighted_score"]) / self.log_visible, self.in_q),
+            "value_sink": (first_key * self.norms[:, :, :1] / read.transpose(1, 2).clamp_min(1e-30), self.in_q),
+            "learned_sink": (noted["learned"], self.in_q),
+            "withheld": (torch.sigmoid(-(lse_of_weights + mass.log())), self.in_q),  # 1 / (1 + sum_j e^s)
+            "output_norm": (projected_norms(mixed[..., : self.head_dim], self.gram), self.in_q),  # ||out W_O^h||
+        }
+        values = torch.stack([value for value, _ in per_row.values()])  # (metric, kv, group, query_pos)
+        counted = torch.stack([rows for _, rows in per_row.values()])[:, None, None, :]  # (metric, 1, 1, query_pos)
+        totals = torch.where(counted, values, 0.0).cpu().sum(-1, dtype=torch.float64)  # float64 on the host
+        self.sums = dict(zip(per_row, totals, strict=True))  # metric -> (kv, group)
 
     def store(self, into: dict[str, dict[int, torch.Tensor]], layer: int) -> None:
-        for name, total in zip(HEAD_SUMS, self.sums, strict=True):
+        for name, total in self.sums.items():
             into[name][layer] = total.reshape(-1)  # (head,)
 
 
