@@ -161,12 +161,14 @@ def test_a_parquet_corpus_reads_its_text_column(tiny_dir: str, tmp_path: Path) -
         (lambda tmp: tmp / "docs", [1], None, "2 tokens or more"),
         (lambda tmp: tmp / "docs", [16], "no-such-model", "no-such-model"),
         (lambda tmp: tmp / "docs", [4000], None, "No window could be cut"),
+        (lambda tmp: tmp / "x.parquet", [16], None, "x.parquet is not a readable Parquet file"),
     ],
 )
 def test_bad_corpora_and_arguments_give_one_clear_error(
     folder: Path, tiny_dir: str, tmp_path: Path, corpus_of: object, lengths: list[int], model: str | None, error: str
 ) -> None:
     (tmp_path / "docs.csv").write_text("text\nhello\n", encoding="utf-8")
+    (tmp_path / "x.parquet").write_bytes(b"not parquet at all")  # pyarrow's ArrowInvalid, not an OSError
     source = corpus_of(tmp_path)
     with pytest.raises((InputError, ModelLoadError), match=error):
         run_census(CensusRequest(str(source), [model or tiny_dir], lengths), tmp_path / "out", Cluster(workers=2))
@@ -253,6 +255,7 @@ def test_a_driver_killed_outright_leaves_no_ray_process_and_a_rerun_resumes(tiny
     assert not [p.pid for p in started if _running(p)]
     finished = subprocess.run([*command], capture_output=True, text=True, timeout=600)
     assert finished.returncode == 0, finished.stderr
+    assert "WARNING" not in finished.stderr and "logging.cc" not in finished.stderr  # Ray's lines: --debug only
     windows = windows_of(heads_of(out))
     assert len(windows) == 240 and not windows.duplicated().any()
 

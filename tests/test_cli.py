@@ -185,3 +185,10 @@ def test_cost_writes_the_sweep_the_page_reads(tmp_path: Path) -> None:
     assert [p["n_tokens"] for p in report["points"]][:2] == [8, 8] and len(report["points"]) == 8
     shipped = json.loads((ROOT / "assets" / "cost.json").read_text())
     assert set(shipped) == set(report) and set(shipped["points"][0]) == set(report["points"][0])
+
+
+def test_an_output_the_system_refuses_is_one_line_and_exit_2() -> None:
+    done = cli("cost", "--dim", "4", "--max-length", "8", "--json", "/proc/sinkscope.json")
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "error: cannot write /proc/sinkscope.json: No such file or directory."
+    ]
