@@ -132,7 +132,6 @@ def test_gpt_oss_rows_sum_to_less_than_one_and_the_rest_is_the_learned_sink(ids:
         assert row_sums.max() < 0.999 and row_sums.min() < 0.5  # every row gives the learned sink some mass
         np.testing.assert_allclose(trace.heads["learned_sink"][layer], 1 - row_sums.mean(-1), atol=1e-5)
         np.testing.assert_allclose(trace.heads["sink"][layer], expected_maps[0, :, 1:, 0].mean(-1), atol=1e-5)
-    assert loaded_tiny("gpt_oss").info.learned_sinks
     assert np.all(analyze_ids(loaded_tiny("llama"), ids).heads["learned_sink"] == 0)
 
 
@@ -199,6 +198,26 @@ def test_interventions_change_what_they_say(name: str, ids: list[int]) -> None:
     assert interventions.embedding_scale(loaded, ids) == pytest.approx(
         np.median(np.linalg.norm(intact.residual[0], axis=-1))
     )
+
+
+@pytest.mark.parametrize("name", list(MATRIX))
+def test_a_familys_declared_features_are_what_its_model_passes_to_attention(name: str, ids: list[int]) -> None:
+    """The adapter's softcap and learned-sink flags equal what transformers hands the attention function, and a
+    config with sliding-window layers belongs to a family that declares them."""
+    passed: list[tuple[bool, bool]] = []  # per attention call: (softcap given, s_aux given)
+
+    def attend(module, query, key, value, mask, scaling=None, softcap=None, s_aux=None):  # noqa: ANN001, ANN202
+        passed.append((softcap is not None, s_aux is not None))
+        return attention.eager(query, key, value, mask, scaling, softcap, s_aux)
+
+    loaded = loaded_tiny(name)
+    with attention.overriding(attend), torch.inference_mode():
+        loaded.model(input_ids=torch.tensor([ids[:8]]), use_cache=False)
+    family = families.family_of(MATRIX[name])
+    assert len(passed) == MATRIX[name].num_hidden_layers
+    assert family.softcap == any(softcap for softcap, _ in passed)
+    assert family.learned_sinks == any(sinks for _, sinks in passed)
+    assert family.sliding_windows or not any(family.sliding_layers(MATRIX[name]))
 
 
 def test_every_family_in_the_matrix_has_its_adapter() -> None:

@@ -6,7 +6,6 @@ reduces them as it goes, and ``attention_maps`` recomputes one layer's maps on d
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -23,8 +22,6 @@ from sinkscope.families import family_of
 from sinkscope.models import LoadedModel, ModelInfo, check_ids, require_every_layer, require_loaded
 from sinkscope.names import DEFAULT_EPS, HEAD_COLUMNS, HEAD_METRICS, LAYER_COLUMNS, LAYER_METRICS, Kind
 from sinkscope.tokens import display_tokens, encode
-
-log = logging.getLogger(__name__)
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -66,7 +63,7 @@ class Trace:
     @property
     def learned_sinks(self) -> bool:
         """Whether some head gave mass to a learned sink logit (gpt-oss); plain softmax gives exactly none."""
-        return bool(np.nanmax(self.heads["learned_sink"], initial=0.0) > 0)
+        return metrics.has_learned_sinks(self.heads)
 
     def sink_rate(self, eps: float = DEFAULT_EPS) -> float:
         return metrics.sink_rate(self.heads["sink"], eps)

@@ -68,11 +68,14 @@ def head_scores(
     return scores
 
 
+def has_learned_sinks(heads: dict[str, np.ndarray]) -> bool:
+    """Whether some head gave mass to a learned sink logit (gpt-oss); with plain softmax every head gives 0."""
+    return bool(np.nanmax(np.asarray(heads["learned_sink"], dtype=float), initial=0.0) > 0)
+
+
 def shown_metrics(heads: dict[str, np.ndarray]) -> list[str]:
-    """The per-head metrics worth showing for this model: ``learned_sink`` only where a learned sink logit took
-    something (gpt-oss); with plain softmax it is exactly 0 in every head."""
-    learned = np.asarray(heads["learned_sink"], dtype=float)
-    return [m for m in HEAD_METRICS if m != "learned_sink" or bool(np.nanmax(learned, initial=0.0) > 0)]
+    """The per-head metrics worth showing for this model: ``learned_sink`` only where it is not 0 everywhere."""
+    return [m for m in HEAD_METRICS if m != "learned_sink" or has_learned_sinks(heads)]
 
 
 def head_kinds(sink: np.ndarray, diagonal: np.ndarray, previous_token: np.ndarray) -> np.ndarray:

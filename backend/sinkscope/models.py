@@ -56,7 +56,6 @@ class ModelInfo:
     n_kv_heads: int
     max_tokens: int
     family: str = "Llama"  # sinkscope.families: the adapter this model is measured with
-    learned_sinks: bool = False  # a learned sink logit per head (gpt-oss): rows sum to less than one
 
     def badge(self, lang: str = "en") -> str:
         return Text(lang)("badge", label=self.label, dtype=self.dtype, device=self.device, attention=self.attention)
@@ -240,7 +239,6 @@ def model_info(model: Any, name: str, label: str) -> ModelInfo:
         n_kv_heads=getattr(config, "num_key_value_heads", None) or n_heads,
         max_tokens=token_limit(model.config),
         family=family.name,
-        learned_sinks=family.learned_sinks,
     )
 
 
