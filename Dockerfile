@@ -25,7 +25,7 @@ COPY --chown=sinkscope:sinkscope views views
 
 USER 1000
 # Dequantize the bundled GGUF now, so the first visitor does not wait for it.
-RUN python -c "from sinkscope.models import load_model; load_model('smollm2-135m')"
+RUN python -c "from sinkscope.core.models import load_model; load_model('smollm2-135m')"
 
 EXPOSE 8501
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s \

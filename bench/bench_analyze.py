@@ -28,9 +28,9 @@ from pydoc_data.topics import topics  # noqa: E402  (long English text that ship
 
 import sinkscope  # noqa: E402, F401  (first: it sets OpenMP's wait policy, read when torch loads)
 import torch  # noqa: E402
-from sinkscope.bundled import DEFAULT_MODEL  # noqa: E402
-from sinkscope.capture import analyze_ids  # noqa: E402
-from sinkscope.models import LoadedModel, dequantized_dir, load_model  # noqa: E402
+from sinkscope.core.bundled import DEFAULT_MODEL  # noqa: E402
+from sinkscope.core.capture import analyze_ids  # noqa: E402
+from sinkscope.core.models import LoadedModel, dequantized_dir, load_model  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
 

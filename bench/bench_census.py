@@ -21,8 +21,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import psutil  # noqa: E402
-from sinkscope.bundled import DEFAULT_MODEL  # noqa: E402
-from sinkscope.census import CensusProgress, CensusRequest, Cluster, run_census, start_ray  # noqa: E402
+from sinkscope.census.runner import CensusProgress, CensusRequest, Cluster, run_census, start_ray  # noqa: E402
+from sinkscope.core.bundled import DEFAULT_MODEL  # noqa: E402
 
 
 class PeakMemory(threading.Thread):

@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
-from sinkscope.bundled import DEFAULT_MODEL  # noqa: E402
-from sinkscope.models import load_model  # noqa: E402
+from sinkscope.core.bundled import DEFAULT_MODEL  # noqa: E402
+from sinkscope.core.models import load_model  # noqa: E402
 
 SHAPES = {"step, 1 lane": (1, 1), "step, 2 lanes": (2, 1), "step, 5 lanes": (5, 1), "forward, 512 tokens": (1, 512)}
 

@@ -20,11 +20,11 @@ PROBE = "; import sys; print('torch' in sys.modules)"
 ROWS = {
     "sinkscope --help": [str(BIN / "sinkscope"), "--help"],
     "import sinkscope.plot": [sys.executable, "-c", "import sinkscope.plot" + PROBE],
-    "import sinkscope.metrics": [sys.executable, "-c", "import sinkscope.metrics" + PROBE],
+    "import sinkscope.core.metrics": [sys.executable, "-c", "import sinkscope.core.metrics" + PROBE],
     "import sinkscope.cli": [sys.executable, "-c", "import sinkscope.cli" + PROBE],
-    "import sinkscope.settings": [sys.executable, "-c", "import sinkscope.settings" + PROBE],
+    "import sinkscope.serving.settings": [sys.executable, "-c", "import sinkscope.serving.settings" + PROBE],
     "import sinkscope": [sys.executable, "-c", "import sinkscope" + PROBE],
-    "import sinkscope.capture (the engine)": [sys.executable, "-c", "import sinkscope.capture" + PROBE],
+    "import sinkscope.core.capture (the engine)": [sys.executable, "-c", "import sinkscope.core.capture" + PROBE],
 }
 
 

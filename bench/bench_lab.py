@@ -12,7 +12,8 @@ import statistics
 import time
 
 import torch
-from sinkscope import cost, toy
+from sinkscope.experiments import cost
+from sinkscope.lab import toy
 
 TARGETS = {"backcopy": 30.0, "trigger": 90.0, "induction": 90.0}  # seconds, from the claims issue
 

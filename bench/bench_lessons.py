@@ -18,11 +18,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
-from sinkscope import interventions as iv  # noqa: E402
-from sinkscope.bundled import DEFAULT_MODEL  # noqa: E402
-from sinkscope.capture import analyze_ids, attention_maps  # noqa: E402
-from sinkscope.geometry import key_geometry  # noqa: E402
-from sinkscope.models import load_model  # noqa: E402
+from sinkscope.core.bundled import DEFAULT_MODEL  # noqa: E402
+from sinkscope.core.capture import analyze_ids, attention_maps  # noqa: E402
+from sinkscope.core.models import load_model  # noqa: E402
+from sinkscope.experiments import interventions as iv  # noqa: E402
+from sinkscope.experiments.geometry import key_geometry  # noqa: E402
 
 from bench.bench_analyze import sdpa_model, token_ids  # noqa: E402
 

@@ -22,11 +22,11 @@ from pydoc_data.topics import topics  # noqa: E402
 
 import numpy as np  # noqa: E402
 from sinkscope import plot  # noqa: E402
-from sinkscope.bundled import DEFAULT_MODEL  # noqa: E402
-from sinkscope.capture import analyze, attention_maps, thumbnails  # noqa: E402
-from sinkscope.metrics import value_weighted, without_first_keys  # noqa: E402
-from sinkscope.models import load_model  # noqa: E402
-from sinkscope.tokens import token_labels  # noqa: E402
+from sinkscope.core.bundled import DEFAULT_MODEL  # noqa: E402
+from sinkscope.core.capture import analyze, attention_maps, thumbnails  # noqa: E402
+from sinkscope.core.metrics import value_weighted, without_first_keys  # noqa: E402
+from sinkscope.core.models import load_model  # noqa: E402
+from sinkscope.core.tokens import token_labels  # noqa: E402
 
 ZOOM = 256
 

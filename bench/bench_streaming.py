@@ -18,9 +18,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
-from sinkscope import streaming  # noqa: E402
-from sinkscope.bundled import DEFAULT_MODEL  # noqa: E402
-from sinkscope.models import load_model  # noqa: E402
+from sinkscope.core.bundled import DEFAULT_MODEL  # noqa: E402
+from sinkscope.core.models import load_model  # noqa: E402
+from sinkscope.experiments import streaming  # noqa: E402
 from transformers import DynamicCache  # noqa: E402
 
 

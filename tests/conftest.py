@@ -7,9 +7,9 @@ import copy
 import numpy as np
 import pytest
 import torch
-from sinkscope import attention
-from sinkscope.bundled import DEFAULT_MODEL
-from sinkscope.models import LoadedModel, load_model, model_info
+from sinkscope.core import attention
+from sinkscope.core.bundled import DEFAULT_MODEL
+from sinkscope.core.models import LoadedModel, load_model, model_info
 from transformers import AutoModelForCausalLM, Gemma3TextConfig, GPT2Config, LlamaConfig
 
 TINY_CONFIGS = {

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 import streamlit as st
 from plotly.colors import get_colorscale, sample_colorscale
-from sinkscope import lab, toy
-from sinkscope.names import HEAD_METRICS
+from sinkscope import lab
+from sinkscope.core.names import HEAD_METRICS, TASK_VARIANTS
 from streamlit.testing.v1 import AppTest
 
 from tests.html_figure import html_figure
@@ -343,7 +343,7 @@ def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live(
     assert array(entropy[0]["y"]).tolist() == shipped_softmax.entropy
     assert at.radio(key="lab_task").value == "backcopy"
     shipped = at.table[0].value.reset_index()
-    assert len(shipped) == 12 and set(shipped["attention"]) == set(toy.VARIANTS)
+    assert len(shipped) == 12 and set(shipped["attention"]) == set(TASK_VARIANTS)
     verdicts = " ".join(m.value for m in at.markdown)
     assert "Softmax forms a sink" in verdicts and verdicts.count("Reproduces.") == 4  # not the gate: see the lab
     assert at.selectbox(key="train_shown").value == ("softmax", 0)  # the story starts on softmax

@@ -9,11 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
-from sinkscope import attention, capture, metrics
-from sinkscope.arrays import bin_index, pool_max
-from sinkscope.bundled import DEFAULT_MODEL
-from sinkscope.capture import analyze, analyze_ids, attention_maps, decoder_layers
-from sinkscope.models import dequantized_dir
+from sinkscope.core import attention, capture, metrics
+from sinkscope.core.arrays import bin_index, pool_max
+from sinkscope.core.bundled import DEFAULT_MODEL
+from sinkscope.core.capture import analyze, analyze_ids, attention_maps, decoder_layers
+from sinkscope.core.models import dequantized_dir
 from transformers import AutoModelForCausalLM
 
 from tests.conftest import TINY_CONFIGS, build_tiny, tiny_loaded

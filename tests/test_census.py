@@ -15,15 +15,16 @@ import numpy as np
 import pandas as pd
 import psutil
 import pytest
-from sinkscope import census, census_files
-from sinkscope.capture import analyze_ids
-from sinkscope.census import CensusRequest, Cluster, run_census
+from sinkscope import census
+from sinkscope.census import files as census_files
+from sinkscope.census.corpus import content_id
+from sinkscope.census.runner import CensusRequest, Cluster, run_census
 from sinkscope.cli import main
-from sinkscope.corpus import content_id
-from sinkscope.errors import InputError, ModelLoadError
-from sinkscope.models import load_model
-from sinkscope.names import HEAD_METRICS
-from sinkscope.tokens import cut_windows
+from sinkscope.core.capture import analyze_ids
+from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core.models import load_model
+from sinkscope.core.names import HEAD_METRICS
+from sinkscope.core.tokens import cut_windows
 
 from tests.tiny import corpus
 

@@ -12,10 +12,10 @@ import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from sinkscope.census_files import read_heads
-from sinkscope.census_table import Limits
-from sinkscope.errors import InputError
-from sinkscope.names import HEAD_METRICS
+from sinkscope.census.files import read_heads
+from sinkscope.census.table import Limits
+from sinkscope.core.errors import InputError
+from sinkscope.core.names import HEAD_METRICS
 
 HOSTED = Limits(rows=300_000, decoded_bytes=64 << 20)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sinkscope import claims
-from sinkscope.capture import Trace
-from sinkscope.lab import PolarizeRun
+from sinkscope.core.capture import Trace
+from sinkscope.experiments import claims
+from sinkscope.lab.polarization import PolarizeRun
 
 
 def trace(sink: float, bos_cosine: list[float], massive_tokens: list[int]) -> Trace:
@@ -58,7 +58,7 @@ def test_polarization_and_sensitivity() -> None:
 
 
 def test_lab_claims_come_from_the_runs_given_and_a_variant_never_trained_needs_a_run() -> None:
-    from sinkscope.toy import TrainingRun
+    from sinkscope.lab.toy import TrainingRun
 
     def run(variant: str, bos: float, total: float = 1.0, gate: float = 1.0) -> TrainingRun:
         return TrainingRun("backcopy", variant, 0, bos_dormant=[[[bos]]], total_dormant=[[[total]]],

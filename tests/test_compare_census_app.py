@@ -8,10 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from plotly.colors import get_colorscale, sample_colorscale
-from sinkscope import census_stats
-from sinkscope.bundled import DEFAULT_MODEL
-from sinkscope.capture import analyze_ids
-from sinkscope.metrics import sink_rate
+from sinkscope.census import stats as census_stats
+from sinkscope.core.bundled import DEFAULT_MODEL
+from sinkscope.core.capture import analyze_ids
+from sinkscope.core.metrics import sink_rate
 from streamlit.testing.v1 import AppTest
 
 from tests.html_figure import html_figure

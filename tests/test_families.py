@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from sinkscope import attention, families, interventions, metrics, streaming
-from sinkscope.capture import analyze_ids, attention_maps
-from sinkscope.errors import ModelLoadError
-from sinkscope.models import LoadedModel, check_capture, load_model, model_info
+from sinkscope.core import attention, families, metrics
+from sinkscope.core.capture import analyze_ids, attention_maps
+from sinkscope.core.errors import ModelLoadError
+from sinkscope.core.models import LoadedModel, check_capture, load_model, model_info
+from sinkscope.experiments import interventions, streaming
 from transformers import AutoModelForCausalLM
 
 SIZES = dict(

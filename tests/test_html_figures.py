@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from plotly.colors import get_colorscale, sample_colorscale
 from sinkscope import plot
-from sinkscope.names import HEAD_METRICS
+from sinkscope.core.names import HEAD_METRICS
 from sinkscope.plot.html_figures import tick_step
 
 from tests.html_figure import read

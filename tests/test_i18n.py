@@ -8,7 +8,7 @@ import re
 
 import pandas as pd
 import pytest
-from sinkscope import i18n
+from sinkscope.core import i18n
 from streamlit.testing.v1 import AppTest
 
 from tests.html_figure import html_figure

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from sinkscope import attention, interventions, metrics
-from sinkscope.capture import analyze_ids, attention_maps
-from sinkscope.errors import InputError
-from sinkscope.geometry import key_geometry
+from sinkscope.core import attention, metrics
+from sinkscope.core.capture import analyze_ids, attention_maps
+from sinkscope.core.errors import InputError
+from sinkscope.experiments import interventions
+from sinkscope.experiments.geometry import key_geometry
 from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.masking_utils import eager_mask
 from transformers.models.llama.modeling_llama import eager_attention_forward

@@ -7,12 +7,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from sinkscope import lab, tasks, toy
+from sinkscope import lab
+from sinkscope.core.names import POLARIZE_VARIANTS, TASK_VARIANTS
+from sinkscope.lab import tasks, toy
 
 SHIPPED = Path(__file__).resolve().parent.parent / "assets" / "lab"
 
 
-@pytest.mark.parametrize("variant", lab.VARIANTS)
+@pytest.mark.parametrize("variant", POLARIZE_VARIANTS)
 def test_every_attention_variant_has_correct_gradients(variant: str) -> None:
     scores = torch.randn(3, 5, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda s: lab.normalize(s, variant), (scores,))
@@ -93,7 +95,7 @@ def test_causal_masking_holds_for_unnormalized_variants() -> None:
     assert torch.triu(maps, diagonal=1).abs().max() == 0
 
 
-@pytest.mark.parametrize("variant", toy.VARIANTS)
+@pytest.mark.parametrize("variant", TASK_VARIANTS)
 def test_the_shipped_backcopy_runs_exist_for_two_seeds(variant: str) -> None:
     for seed in (0, 1):
         run = toy.TrainingRun.load(SHIPPED / "backcopy" / f"{variant}-seed{seed}.json")
@@ -103,7 +105,7 @@ def test_the_shipped_backcopy_runs_exist_for_two_seeds(variant: str) -> None:
 def test_the_shipped_backcopy_runs_show_softmax_sinking_and_softmax_plus_one_withholding() -> None:
     """The claim the lab page makes: a softmax head >= 0.9 on BOS at dormant queries, softmax+1 <= 0.1."""
     runs = {
-        (v, s): toy.TrainingRun.load(SHIPPED / "backcopy" / f"{v}-seed{s}.json") for v in toy.VARIANTS for s in (0, 1)
+        (v, s): toy.TrainingRun.load(SHIPPED / "backcopy" / f"{v}-seed{s}.json") for v in TASK_VARIANTS for s in (0, 1)
     }
     for seed in (0, 1):
         assert runs[("softmax", seed)].final("bos_dormant").max() >= 0.9

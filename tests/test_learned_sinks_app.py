@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from sinkscope.capture import analyze, attention_maps
-from sinkscope.models import load_model
+from sinkscope.core.capture import analyze, attention_maps
+from sinkscope.core.models import load_model
 from streamlit.testing.v1 import AppTest
 
 from tests.html_figure import html_figure

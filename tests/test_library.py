@@ -16,7 +16,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "backend" / "sinkscope"
-LIGHT = ("sinkscope.cli", "sinkscope.plot", "sinkscope.metrics", "sinkscope.settings", "sinkscope.names")
+LIGHT = (
+    "sinkscope.cli",
+    "sinkscope.plot",
+    "sinkscope.core.metrics",
+    "sinkscope.serving.settings",
+    "sinkscope.core.names",
+)
 
 
 def module_name(path: Path) -> str:
@@ -60,7 +66,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_package_has_no_import_cycles() -> None:
     graph = import_graph()
-    assert "sinkscope.cli.intervene" in graph and len(graph) > 20
+    assert "sinkscope.cli.intervene_command" in graph and len(graph) > 20
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 
@@ -78,7 +84,7 @@ def test_the_command_line_figures_metrics_and_settings_load_no_torch() -> None:
 @pytest.mark.parametrize(("given", "expected"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
 def test_openmp_threads_sleep_while_they_wait_unless_the_user_says_otherwise(given: str | None, expected: str) -> None:
     """Set before torch loads (libgomp reads it once), and never over the user's own setting."""
-    code = "import os, sinkscope, sinkscope.capture\nprint(os.environ['OMP_WAIT_POLICY'])"
+    code = "import os, sinkscope, sinkscope.core.capture\nprint(os.environ['OMP_WAIT_POLICY'])"
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     env |= {"OMP_WAIT_POLICY": given} if given else {}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
@@ -89,12 +95,12 @@ def test_the_package_root_loads_its_api_on_first_use() -> None:
     import sinkscope
 
     assert {"analyze", "load_model", "intervene", "plot", "Trace"} <= set(dir(sinkscope))
-    assert sinkscope.DropFirst.__module__ == "sinkscope.interventions"
+    assert sinkscope.DropFirst.__module__ == "sinkscope.experiments.interventions"
     with pytest.raises(AttributeError):
         sinkscope.no_such_thing  # noqa: B018
 
 
-@pytest.mark.parametrize("module", ["sinkscope.plot", "sinkscope.metrics", "sinkscope.arrays", "sinkscope"])
+@pytest.mark.parametrize("module", ["sinkscope.plot", "sinkscope.core.metrics", "sinkscope.core.arrays", "sinkscope"])
 def test_docstring_examples_run(module: str) -> None:
     """The examples a researcher copies from the docstrings (the package's runs the bundled model)."""
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 import sinkscope
 import torch
-from sinkscope import cost, interventions, streaming
-from sinkscope.capture import analyze, analyze_ids, attention_maps
-from sinkscope.errors import InputError
-from sinkscope.interventions import DropFirst, Perturb, ReplaceFirst, intervene, outcome
+from sinkscope.core.capture import analyze, analyze_ids, attention_maps
+from sinkscope.core.errors import InputError
+from sinkscope.experiments import cost, interventions, streaming
+from sinkscope.experiments.interventions import DropFirst, Perturb, ReplaceFirst, intervene, outcome
 from transformers import AutoTokenizer
 
 from tests.conftest import tiny_loaded

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sinkscope import metrics
+from sinkscope.core import metrics
 
 
 def causal_uniform(n: int) -> np.ndarray:

@@ -11,13 +11,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
-from sinkscope import bundled
-from sinkscope import models as sinkscope_models
-from sinkscope.bundled import BUNDLED
-from sinkscope.capture import analyze
-from sinkscope.errors import InputError, ModelLoadError, TokenLimitError
-from sinkscope.models import LoadedModel, load_model
-from sinkscope.tokens import display_tokens, encode, token_labels
+from sinkscope.core import bundled
+from sinkscope.core import models as sinkscope_models
+from sinkscope.core.bundled import BUNDLED
+from sinkscope.core.capture import analyze
+from sinkscope.core.errors import InputError, ModelLoadError, TokenLimitError
+from sinkscope.core.models import LoadedModel, load_model
+from sinkscope.core.tokens import display_tokens, encode, token_labels
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import AutoModelForCausalLM, AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerFast
 

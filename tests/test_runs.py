@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 import pytest
-from sinkscope.runs import BoundedCache, RunQueue, nbytes
-from sinkscope.settings import Settings
+from sinkscope.serving.runs import BoundedCache, RunQueue, nbytes
+from sinkscope.serving.settings import Settings
 
 
 def test_the_queue_runs_one_at_a_time_and_tells_waiters_their_place() -> None:

@@ -7,9 +7,10 @@ from pydoc_data.topics import topics
 import numpy as np
 import pytest
 import torch
-from sinkscope import attention, streaming
-from sinkscope.errors import InputError, ModelLoadError
-from sinkscope.models import LoadedModel
+from sinkscope.core import attention
+from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core.models import LoadedModel
+from sinkscope.experiments import streaming
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, eager_attention_forward
 
 from tests.conftest import tiny_loaded

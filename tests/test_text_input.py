@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sinkscope import metrics
-from sinkscope.errors import InputError
-from sinkscope.models import LoadedModel
+from sinkscope.core import metrics
+from sinkscope.core.errors import InputError
+from sinkscope.core.models import LoadedModel
+from sinkscope.core.tokens import decode_text, display_tokens, encode, token_labels
 from sinkscope.plot import escape, fig_attention
-from sinkscope.tokens import decode_text, display_tokens, encode, token_labels
 
 
 @pytest.mark.parametrize(

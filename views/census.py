@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
-from sinkscope import census_stats
-from sinkscope.census_files import MANIFEST, read_heads
-from sinkscope.census_table import Limits
-from sinkscope.errors import InputError
-from sinkscope.names import DEFAULT_EPS
-from sinkscope.plot.census import fig_census_kinds, fig_census_layers, fig_census_rate, fig_census_spread
+from sinkscope.census import stats as census_stats
+from sinkscope.census.files import MANIFEST, read_heads
+from sinkscope.census.table import Limits
+from sinkscope.core.errors import InputError
+from sinkscope.core.names import DEFAULT_EPS
+from sinkscope.plot.census_figures import fig_census_kinds, fig_census_layers, fig_census_rate, fig_census_spread
 
 from views import common
 from views.text import language, num, say, t

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
-from sinkscope import claims, interventions, streaming
-from sinkscope.capture import Trace
-from sinkscope.names import LAB_VARIANTS
+from sinkscope.core.capture import Trace
+from sinkscope.core.names import POLARIZE_VARIANTS
+from sinkscope.experiments import claims, interventions, streaming
 
 from views import common, lab, lab_training, lessons, sink_cost, url_state
 from views.text import say, t
@@ -66,7 +66,7 @@ def measured(request: common.Request, trace: Trace) -> list[claims.Verdict]:
     pair = lessons.attempt(lambda: dense_pair(request, trace)) if long_enough else None
     ppl = lessons.attempt(lambda: streaming_check(request))
     backcopy = list((lab_training.shipped_runs("backcopy") | lab_training.live_runs("backcopy")).values())
-    polarize = lab.polarize_runs(LAB_VARIANTS, "logistic", (8, 16), 3000, 0.5, 0)  # the lab page's default run
+    polarize = lab.polarize_runs(POLARIZE_VARIANTS, "logistic", (8, 16), 3000, 0.5, 0)  # the lab page's default run
     cost = st.session_state.get("cost_result") or sink_cost.shipped()
     return claims.scoreboard(trace, backcopy, polarize, cost, kl, ppl, pair)
 

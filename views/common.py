@@ -15,15 +15,15 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 from pandas.io.formats.style import Styler
-from sinkscope.arrays import pool_max
-from sinkscope.bundled import BUNDLED
-from sinkscope.capture import LayerMaps, Trace, analyze, attention_maps, thumbnails
-from sinkscope.errors import InputError, SinkscopeError, TokenLimitError
-from sinkscope.i18n import LANGUAGES, SEPARATORS, pick_language
-from sinkscope.models import LoadedModel, load_model, resolve_device
-from sinkscope.runs import BoundedCache, RunQueue
-from sinkscope.settings import Settings
-from sinkscope.tokens import adds_bos_by_default, decode_text, encode, has_bos
+from sinkscope.core.arrays import pool_max
+from sinkscope.core.bundled import BUNDLED
+from sinkscope.core.capture import LayerMaps, Trace, analyze, attention_maps, thumbnails
+from sinkscope.core.errors import InputError, SinkscopeError, TokenLimitError
+from sinkscope.core.i18n import LANGUAGES, SEPARATORS, pick_language
+from sinkscope.core.models import LoadedModel, load_model, resolve_device
+from sinkscope.core.tokens import adds_bos_by_default, decode_text, encode, has_bos
+from sinkscope.serving.runs import BoundedCache, RunQueue
+from sinkscope.serving.settings import Settings
 
 from views.text import coloured, kind_label, language, say, set_language, t
 from views.url_state import CUSTOM, URL_TEXT_LIMIT, restore_from_url, show_ignored

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import streamlit as st
 from sinkscope import plot
-from sinkscope.bundled import BUNDLED, DEFAULT_MODEL
-from sinkscope.capture import Trace
-from sinkscope.metrics import nan_mean, sink_rate
-from sinkscope.names import DEFAULT_EPS, HEAD_METRICS
-from sinkscope.plot.census import fig_diff_map
+from sinkscope.core.bundled import BUNDLED, DEFAULT_MODEL
+from sinkscope.core.capture import Trace
+from sinkscope.core.metrics import nan_mean, sink_rate
+from sinkscope.core.names import DEFAULT_EPS, HEAD_METRICS
+from sinkscope.plot.census_figures import fig_diff_map
 
 from views import common, url_state
 from views.html_figures import head_map, kind_counts

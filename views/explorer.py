@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 from sinkscope import plot
-from sinkscope.capture import Trace
-from sinkscope.metrics import shown_metrics, value_scaled, value_weighted, without_first_keys
-from sinkscope.names import DEFAULT_EPS, HEAD_COLUMNS, LAYER_COLUMNS
-from sinkscope.tokens import token_labels
+from sinkscope.core.capture import Trace
+from sinkscope.core.metrics import shown_metrics, value_scaled, value_weighted, without_first_keys
+from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, LAYER_COLUMNS
+from sinkscope.core.tokens import token_labels
 
 from views import common, url_state
 from views.html_figures import clicked_head, head_map, kind_counts

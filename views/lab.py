@@ -3,6 +3,7 @@
 import numpy as np
 import streamlit as st
 from sinkscope import lab, plot
+from sinkscope.core.names import POLARIZE_VARIANTS
 
 from views import common, lab_training, url_state
 from views.text import num, t
@@ -44,7 +45,7 @@ def polarization() -> None:
         lr = cols[3].select_slider(t("lab.lr"), [0.05, 0.1, 0.2, 0.5, 1.0], 0.5, key="lab_lr")
         seed = cols[0].number_input(t("lab.seed"), 0, 10_000, 0, key="lab_seed")
         dim = cols[1].slider(t("lab.dim"), 2, 64, 16, key="lab_dim")
-        variants = st.multiselect(t("lab.attention"), lab.VARIANTS, list(lab.VARIANTS), key="lab_variants")
+        variants = st.multiselect(t("lab.attention"), POLARIZE_VARIANTS, list(POLARIZE_VARIANTS), key="lab_variants")
         st.form_submit_button(t("lab.train"))
     runs = polarize_runs(tuple(variants), loss, (candidates, dim), steps, lr, int(seed))
     if not runs:

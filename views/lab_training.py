@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import streamlit as st
-from sinkscope import plot, toy
-from sinkscope.names import LAB_TASKS
+from sinkscope import plot
+from sinkscope.core.names import LAB_TASKS, TASK_VARIANTS
+from sinkscope.lab import toy
 
 from views import common
 from views.text import language, num, t
@@ -27,7 +28,7 @@ Runs = dict[tuple[str, int], toy.TrainingRun]  # (variant, seed) -> run
 def shipped_runs(task: str) -> Runs:
     """The runs in assets/lab/<task>/ (made by the command in the README)."""
     runs = [toy.TrainingRun.load(path) for path in (RUNS / task).glob("*.json")]
-    runs.sort(key=lambda run: (toy.VARIANTS.index(run.variant), run.seed))  # softmax first: the story starts there
+    runs.sort(key=lambda run: (TASK_VARIANTS.index(run.variant), run.seed))  # softmax first: the story starts there
     return {(run.variant, run.seed): run for run in runs}
 
 
@@ -40,7 +41,7 @@ def retrain(task: str) -> None:
     """A form that trains one variant live (progress, Stop), shared through the lab's queue and cache."""
     with st.form(f"train_{task}"):
         cols = st.columns(3)
-        variant = cols[0].selectbox(t("lab.attention"), toy.VARIANTS, key="train_variant")
+        variant = cols[0].selectbox(t("lab.attention"), TASK_VARIANTS, key="train_variant")
         seed = cols[1].number_input(t("lab.seed"), 0, 10_000, 0, key="train_seed")
         allowed = common.step_choices([250, 500, 1000, 2000])
         steps = cols[2].select_slider(t("lab.steps"), allowed, value=allowed[-1], key="train_steps")

@@ -8,11 +8,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import streamlit as st
-from sinkscope import interventions, plot
-from sinkscope.capture import Trace
-from sinkscope.errors import SinkscopeError
-from sinkscope.geometry import key_geometry
-from sinkscope.interventions import Intervention, Outcome
+from sinkscope import plot
+from sinkscope.core.capture import Trace
+from sinkscope.core.errors import SinkscopeError
+from sinkscope.experiments import interventions
+from sinkscope.experiments.geometry import key_geometry
+from sinkscope.experiments.interventions import Intervention, Outcome
 
 from views import common, url_state
 from views.text import num, say, t

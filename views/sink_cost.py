@@ -29,7 +29,7 @@ def live(dim: int, delta: float, seed: int, max_length: int) -> dict:
     """The same sweep for other controls, shared through the lab's queue and cache."""
 
     def run() -> dict:
-        from sinkscope import cost
+        from sinkscope.experiments import cost
 
         return cost.report(dim=dim, delta=delta, seed=seed, longest=max_length)
 

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
-from sinkscope import plot, streaming
-from sinkscope.errors import InputError, SinkscopeError
-from sinkscope.tokens import encode
+from sinkscope import plot
+from sinkscope.core.errors import InputError, SinkscopeError
+from sinkscope.core.tokens import encode
+from sinkscope.experiments import streaming
 
 from views import common, url_state
 from views.text import language, num, say, t

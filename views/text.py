@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import contextvars
 
-from sinkscope.errors import SinkscopeError
-from sinkscope.i18n import DEFAULT, LANGUAGES, Message, Text
+from sinkscope.core.errors import SinkscopeError
+from sinkscope.core.i18n import DEFAULT, LANGUAGES, Message, Text
 
 _language: contextvars.ContextVar[str] = contextvars.ContextVar("sinkscope_language", default=DEFAULT)
 

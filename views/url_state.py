@@ -6,10 +6,10 @@ import math
 from collections.abc import Collection, Mapping
 
 import streamlit as st
-from sinkscope.bundled import BUNDLED
-from sinkscope.i18n import LANGUAGES
-from sinkscope.names import HEAD_METRICS
-from sinkscope.settings import Settings
+from sinkscope.core.bundled import BUNDLED
+from sinkscope.core.i18n import LANGUAGES
+from sinkscope.core.names import HEAD_METRICS
+from sinkscope.serving.settings import Settings
 
 from views.text import t
 

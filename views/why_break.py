@@ -1,8 +1,8 @@
 """Lesson 5: break the sink, by removing it, by replacing the first token, or by nudging it."""
 
 import streamlit as st
-from sinkscope import interventions
-from sinkscope.capture import Trace
+from sinkscope.core.capture import Trace
+from sinkscope.experiments import interventions
 
 from views import common, lessons
 from views.text import num, t

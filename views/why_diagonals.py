@@ -2,10 +2,11 @@
 
 import numpy as np
 import streamlit as st
-from sinkscope import interventions, plot
-from sinkscope.capture import Trace
-from sinkscope.interventions import Outcome
-from sinkscope.metrics import nan_mean
+from sinkscope import plot
+from sinkscope.core.capture import Trace
+from sinkscope.core.metrics import nan_mean
+from sinkscope.experiments import interventions
+from sinkscope.experiments.interventions import Outcome
 
 from views import common, lessons, sink_cost
 from views.html_figures import kind_counts

@@ -3,8 +3,9 @@
 import numpy as np
 import pandas as pd
 import streamlit as st
-from sinkscope import interventions, plot
-from sinkscope.capture import Trace
+from sinkscope import plot
+from sinkscope.core.capture import Trace
+from sinkscope.experiments import interventions
 
 from views import common, lessons
 from views.text import language, num, t

@@ -3,9 +3,9 @@
 import numpy as np
 import streamlit as st
 from sinkscope import plot
-from sinkscope.capture import Trace
-from sinkscope.metrics import value_weighted
-from sinkscope.tokens import token_labels
+from sinkscope.core.capture import Trace
+from sinkscope.core.metrics import value_weighted
+from sinkscope.core.tokens import token_labels
 
 from views import common, lessons
 from views.text import language, num, t

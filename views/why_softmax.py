@@ -3,9 +3,10 @@
 import numpy as np
 import pandas as pd
 import streamlit as st
-from sinkscope import metrics, plot
-from sinkscope.capture import Trace
-from sinkscope.tokens import token_labels
+from sinkscope import plot
+from sinkscope.core import metrics
+from sinkscope.core.capture import Trace
+from sinkscope.core.tokens import token_labels
 
 from views import common, lessons
 from views.html_figures import head_map

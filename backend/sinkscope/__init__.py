@@ -40,47 +40,58 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 _EXPORTS = {
-    "load_model": "sinkscope.models",
-    "LoadedModel": "sinkscope.models",
-    "analyze": "sinkscope.capture",
-    "analyze_ids": "sinkscope.capture",
-    "attention_maps": "sinkscope.capture",
-    "thumbnails": "sinkscope.capture",
-    "Trace": "sinkscope.capture",
-    "LayerMaps": "sinkscope.capture",
-    "intervene": "sinkscope.interventions",
-    "outcome": "sinkscope.interventions",
-    "Outcome": "sinkscope.interventions",
-    "DropFirst": "sinkscope.interventions",
-    "ForceHeads": "sinkscope.interventions",
-    "ReplaceFirst": "sinkscope.interventions",
-    "SetActivations": "sinkscope.interventions",
-    "Perturb": "sinkscope.interventions",
-    "key_geometry": "sinkscope.geometry",
-    "streaming_nll": "sinkscope.streaming",
-    "perplexity": "sinkscope.streaming",
-    "polarize": "sinkscope.lab",
-    "train": "sinkscope.toy",
-    "TrainingRun": "sinkscope.toy",
-    "run_census": "sinkscope.census",
-    "CensusRequest": "sinkscope.census",
-    "Cluster": "sinkscope.census",
-    "SinkscopeError": "sinkscope.errors",
-    "InputError": "sinkscope.errors",
-    "ModelLoadError": "sinkscope.errors",
-    "TokenLimitError": "sinkscope.errors",
-    "BUNDLED": "sinkscope.bundled",
-    "DEFAULT_MODEL": "sinkscope.bundled",
+    "load_model": "sinkscope.core.models",
+    "LoadedModel": "sinkscope.core.models",
+    "analyze": "sinkscope.core.capture",
+    "analyze_ids": "sinkscope.core.capture",
+    "attention_maps": "sinkscope.core.capture",
+    "thumbnails": "sinkscope.core.capture",
+    "Trace": "sinkscope.core.capture",
+    "LayerMaps": "sinkscope.core.capture",
+    "intervene": "sinkscope.experiments.interventions",
+    "outcome": "sinkscope.experiments.interventions",
+    "Outcome": "sinkscope.experiments.interventions",
+    "DropFirst": "sinkscope.experiments.interventions",
+    "ForceHeads": "sinkscope.experiments.interventions",
+    "ReplaceFirst": "sinkscope.experiments.interventions",
+    "SetActivations": "sinkscope.experiments.interventions",
+    "Perturb": "sinkscope.experiments.interventions",
+    "key_geometry": "sinkscope.experiments.geometry",
+    "streaming_nll": "sinkscope.experiments.streaming",
+    "perplexity": "sinkscope.experiments.streaming",
+    "polarize": "sinkscope.lab.polarization",
+    "train": "sinkscope.lab.toy",
+    "TrainingRun": "sinkscope.lab.toy",
+    "run_census": "sinkscope.census.runner",
+    "CensusRequest": "sinkscope.census.runner",
+    "Cluster": "sinkscope.census.runner",
+    "SinkscopeError": "sinkscope.core.errors",
+    "InputError": "sinkscope.core.errors",
+    "ModelLoadError": "sinkscope.core.errors",
+    "TokenLimitError": "sinkscope.core.errors",
+    "BUNDLED": "sinkscope.core.bundled",
+    "DEFAULT_MODEL": "sinkscope.core.bundled",
 }
-_SUBMODULES = {"plot", "metrics", "names", "interventions", "streaming", "lab", "capture", "models", "i18n", "census",
-               "census_stats"}  # fmt: skip
+_SUBMODULES = {
+    "plot": "sinkscope.plot",
+    "metrics": "sinkscope.core.metrics",
+    "names": "sinkscope.core.names",
+    "capture": "sinkscope.core.capture",
+    "models": "sinkscope.core.models",
+    "i18n": "sinkscope.core.i18n",
+    "interventions": "sinkscope.experiments.interventions",
+    "streaming": "sinkscope.experiments.streaming",
+    "lab": "sinkscope.lab",
+    "census": "sinkscope.census",
+    "census_stats": "sinkscope.census.stats",
+}  # the public names of the modules a user reads, wherever they live in the package
 __all__ = sorted(_EXPORTS) + sorted(_SUBMODULES)
 
 
 def __getattr__(name: str) -> Any:
     """Load an attribute's module on first use, so ``import sinkscope.plot`` stays free of torch."""
     if name in _SUBMODULES:
-        return importlib.import_module(f"sinkscope.{name}")
+        return importlib.import_module(_SUBMODULES[name])
     if name not in _EXPORTS:
         raise AttributeError(f"module 'sinkscope' has no attribute {name!r}")
     value = getattr(importlib.import_module(_EXPORTS[name]), name)

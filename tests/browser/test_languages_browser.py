@@ -6,7 +6,7 @@ import re
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
-from sinkscope import i18n
+from sinkscope.core import i18n
 
 from tests.browser.test_app_browser import LOAD
 

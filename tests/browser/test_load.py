@@ -19,8 +19,8 @@ from urllib.parse import quote
 
 import numpy as np
 from playwright.async_api import Page, async_playwright
-from sinkscope.capture import analyze
-from sinkscope.models import LoadedModel
+from sinkscope.core.capture import analyze
+from sinkscope.core.models import LoadedModel
 
 from tests.browser.conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS
 

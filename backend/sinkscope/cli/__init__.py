@@ -11,16 +11,23 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from sinkscope.cli import analyze, census, cost, intervene, lab, stream
-from sinkscope.cli.common import Parser, UsageError, check_outputs, writes_to
-from sinkscope.errors import SinkscopeError
+from sinkscope.cli import (
+    analyze_command,
+    census_command,
+    cost_command,
+    intervene_command,
+    lab_command,
+    stream_command,
+)
+from sinkscope.cli.arguments import Parser, UsageError, check_outputs, writes_to
+from sinkscope.core.errors import SinkscopeError
 
 
 def parser() -> argparse.ArgumentParser:
     root = Parser(prog="sinkscope", description="Sinkscope: measure attention sinks.")
     root.add_argument("--debug", action="store_true", help="show full tracebacks")
     commands = root.add_subparsers(dest="command", required=True)
-    for command in (analyze, stream, lab, intervene, cost, census):
+    for command in (analyze_command, stream_command, lab_command, intervene_command, cost_command, census_command):
         command.add(commands)
     return root
 

@@ -11,14 +11,14 @@ Imports no torch, so it loads fast and works on saved results. Every function ta
     'uniform attention'
 """
 
-from sinkscope.plot.census import (
+from sinkscope.plot.census_figures import (
     fig_census_kinds,
     fig_census_layers,
     fig_census_rate,
     fig_census_spread,
     fig_diff_map,
 )
-from sinkscope.plot.explore import (
+from sinkscope.plot.explore_figures import (
     KIND_COLORS,
     escape,
     fig_attention,
@@ -33,7 +33,7 @@ from sinkscope.plot.explore import (
     figure_html,
 )
 from sinkscope.plot.html_figures import FIGURES_CSS, head_map_html, kind_counts_html
-from sinkscope.plot.lessons import (
+from sinkscope.plot.lesson_figures import (
     fig_channel_map,
     fig_kind_output,
     fig_sink_scatter,

@@ -14,9 +14,9 @@ from importlib.resources import files
 import numpy as np
 from plotly.colors import sample_colorscale
 
-from sinkscope.i18n import Text
-from sinkscope.metrics import shown_metrics
-from sinkscope.plot.explore import KIND_COLORS, colorscale, head_map_title
+from sinkscope.core.i18n import Text
+from sinkscope.core.metrics import shown_metrics
+from sinkscope.plot.explore_figures import KIND_COLORS, colorscale, head_map_title
 
 FIGURES_CSS = files("sinkscope.plot").joinpath("figures.css").read_text(encoding="utf-8")
 BAR_TICKS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)

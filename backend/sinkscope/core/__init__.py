@@ -1,0 +1,1 @@
+"""The measurement: tokens, models and their families, the attention kernel and its reducer, the capture, metrics."""

@@ -1,0 +1,317 @@
+"""One forward pass -> an immutable Trace: per-head and per-layer metrics plus the residual stream.
+
+Attention maps are never all kept (that is layers x heads x T^2): the chunked attention function
+reduces them as it goes, and ``attention_maps`` recomputes one layer's maps on demand.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import numpy as np
+import torch
+
+from sinkscope.core import attention, metrics
+from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core.families import family_of
+from sinkscope.core.models import LoadedModel, ModelInfo, check_ids, require_every_layer, require_loaded
+from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, HEAD_METRICS, LAYER_COLUMNS, LAYER_METRICS, Kind
+from sinkscope.core.tokens import display_tokens, encode
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+@dataclass(frozen=True)
+class Trace:
+    """Everything one analysis found. Arrays are read-only; layer index l of ``layers`` is h^l.
+
+    ``heads[metric]`` is (layer, head) and ``layers[metric]`` is (layer + 1,), named as in
+    ``sinkscope.core.names`` and defined in docs/metrics.md. ``to_pandas()`` gives one row per head::
+
+        trace = sinkscope.analyze(model, "The capital of France is Paris.")
+        trace.to_pandas().sort_values("sink").tail(3)    # the strongest sink heads
+        trace.to_pandas("layers")[["layer", "bos_cosine", "bos_cosine_raw"]]
+    """
+
+    model: str
+    token_ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    heads: dict[str, np.ndarray]  # metric -> (layer, head); "kind" -> object array; also "value_norm_ratio",
+    # "withheld" (mass softmax+1 would leave unread) and "output_norm" (mean ||head output W_O^h||)
+    layers: dict[str, np.ndarray]  # metric -> (layer + 1,), h^0 = embeddings
+    massive: tuple[tuple[int, int, int, float], ...]  # (layer, token, channel, value)
+    residual: np.ndarray  # (layer + 1, token, d_model), float32
+    first_key: np.ndarray  # (layer, head, query_pos), float32: the weight each query gives the first token
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(layers, heads)."""
+        return self.heads["sink"].shape
+
+    @property
+    def learned_sinks(self) -> bool:
+        """Whether some head gave mass to a learned sink logit (gpt-oss); plain softmax gives exactly none."""
+        return metrics.has_learned_sinks(self.heads)
+
+    def sink_rate(self, eps: float = DEFAULT_EPS) -> float:
+        return metrics.sink_rate(self.heads["sink"], eps)
+
+    def sink_by_length(self, lengths: list[int] | np.ndarray) -> np.ndarray:
+        """(length, layer, head): every head's sink score on the text's first ``length`` tokens, exact
+        from this one pass (no query sees past itself)."""
+        return metrics.prefix_sink(self.first_key, lengths)
+
+    def head_rows(self) -> list[dict[str, object]]:
+        """One row per (layer, head) with the columns of the CLI's heads.csv."""
+        n_layers, n_heads = self.shape
+        rows = []
+        for layer in range(n_layers):
+            for head in range(n_heads):
+                row = {"layer": layer, "head": head}
+                row.update({m: float(self.heads[m][layer, head]) for m in HEAD_METRICS})
+                row["kind"] = str(self.heads["kind"][layer, head])
+                rows.append(row)
+        return rows
+
+    def layer_rows(self) -> list[dict[str, object]]:
+        """One row per residual-stream layer with the columns of the CLI's layers.csv."""
+        return [
+            {"layer": layer, **{name: self.layers[name][layer].item() for name in LAYER_METRICS}}
+            for layer in range(len(self.layers["top1"]))
+        ]
+
+    def to_pandas(self, table: str = "heads") -> Any:
+        """A pandas DataFrame: "heads" (one row per layer and head) or "layers" (one per h^l)."""
+        import pandas as pd  # only here: the engine itself does not need pandas
+
+        if table not in ("heads", "layers"):
+            raise ValueError(f"table must be 'heads' or 'layers', not {table!r}")
+        rows, columns = (self.head_rows(), HEAD_COLUMNS) if table == "heads" else (self.layer_rows(), LAYER_COLUMNS)
+        return pd.DataFrame(rows, columns=list(columns))
+
+
+def decoder_layers(model: Any) -> torch.nn.ModuleList:
+    """The list of decoder blocks, where the model's family keeps it (layers, h, ...)."""
+    family = family_of(model.config)
+    n_layers = model.config.get_text_config().num_hidden_layers
+    blocks = getattr(model.base_model, family.blocks, None)
+    if not isinstance(blocks, torch.nn.ModuleList) or len(blocks) != n_layers:
+        raise ModelLoadError("error.no_layers", n=n_layers, model=family.name)
+    return blocks
+
+
+def _edit_and_keep(index: int, hidden: torch.Tensor) -> torch.Tensor:
+    """h^index after this thread's change (if any), copied into its recorder (if it keeps the stream)."""
+    change, recorder = attention.current_change(), attention.current_recorder()
+    if change is not None and change.edit_residual is not None:
+        hidden = change.edit_residual(index, hidden)
+    if recorder is not None and recorder.residual is not None:
+        recorder.residual[index] = hidden
+    return hidden
+
+
+def _take_input(_module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+    hidden = _edit_and_keep(0, args[0] if args else kwargs["hidden_states"])
+    recorder = attention.current_recorder()
+    if recorder is not None and recorder.block_call is not None:  # what the model passes its blocks, then stop
+        recorder.block_call.update(args=args[1:], kwargs=kwargs)
+        raise attention.StopForward
+    return ((hidden, *args[1:]), kwargs) if args else (args, kwargs | {"hidden_states": hidden})
+
+
+def _take_output(index: int, _module: Any, _args: tuple, output: Any) -> Any:
+    hidden = _edit_and_keep(index, output[0] if isinstance(output, tuple) else output)
+    return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+
+
+_install_lock = threading.Lock()
+
+
+def install_residual_hooks(model: Any) -> None:
+    """Hooks that apply the calling thread's residual edit (if any) to h^0 and each block's output and
+    copy them into its recorder (if any).
+
+    Installed once per model and kept: hooks added per call to a model shared by Streamlit's threads
+    would also capture the forward pass another session runs at the same time.
+    """
+    with _install_lock:
+        if getattr(model, "_sinkscope_residual_hooks", False):
+            return
+        layers = decoder_layers(model)
+        layers[0].register_forward_pre_hook(_take_input, with_kwargs=True)
+        for index, layer in enumerate(layers, start=1):
+            layer.register_forward_hook(partial(_take_output, index))
+        model._sinkscope_residual_hooks = True
+
+
+def run_forward(
+    loaded: LoadedModel, ids: list[int], recorder: attention.Recorder, logits_from: int | None = None
+) -> torch.Tensor | None:
+    """One forward pass; the LM head (T x vocab) only when asked: logits of positions ``logits_from ..``."""
+    check_ids(require_loaded(loaded), ids)
+    model = loaded.model
+    input_ids = torch.tensor([ids], device=model.device)  # (batch=1, token)
+    with torch.inference_mode(), attention.recording(recorder):
+        try:
+            if logits_from is not None:
+                keep = len(ids) - logits_from
+                return model(input_ids=input_ids, use_cache=False, logits_to_keep=keep).logits[0]  # (keep, vocab)
+            model.base_model(input_ids=input_ids, use_cache=False)
+        except attention.StopForward:
+            pass
+    return None
+
+
+def head_metrics(recorder: attention.Recorder, info: ModelInfo, n_tokens: int) -> dict[str, np.ndarray]:
+    """Per-head means of a recorder's sums: the metrics of metrics.md, ``kind``, and the teaching extras."""
+    n_layers = info.n_layers
+    require_every_layer(recorder, n_layers, info.family)
+    counts = {name: n_tokens - 1 for name in attention.HEAD_SUMS} | {"previous_token": n_tokens - 2}
+    heads = {}
+    for name, count in counts.items():
+        total = torch.stack([recorder.sums[name][layer] for layer in range(n_layers)])  # (layer, head)
+        heads[name] = _frozen((total / count).numpy() if count > 0 else np.full(total.shape, np.nan))
+    heads["kind"] = _frozen(metrics.head_kinds(heads[Kind.SINK], heads[Kind.DIAGONAL], heads[Kind.PREVIOUS_TOKEN]))
+    # n_0 / median_{j>=1} n_j: how much the first token's value would write if it were read
+    missing_ratio = torch.full(heads["sink"].shape[1:], float("nan"), dtype=torch.float64)
+    ratio = [recorder.first_value_ratio.get(layer, missing_ratio) for layer in range(n_layers)]
+    heads["value_norm_ratio"] = _frozen(torch.stack(ratio).numpy())  # (layer, head)
+    return heads
+
+
+def read_cosines(model: Any, residual: list[torch.Tensor]) -> np.ndarray:
+    """bos_cosine per layer (layer + 1,): the first token's cosine with the others in what attention reads
+    (a post-norm family's attention reads h^l itself)."""
+    norms = family_of(model.config).read_norms(model)
+    with torch.inference_mode():
+        reads = [h[0] if norm is None else norm(h[0]) for norm, h in zip(norms, residual, strict=True)]  # (token, d)
+        return np.array([metrics.bos_cosine(x.float().cpu().numpy()) for x in reads])
+
+
+def _layer_metrics(residual: np.ndarray, bos_cosine: np.ndarray) -> tuple[dict[str, np.ndarray], tuple]:
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:  # numpy releases the GIL: use every core
+        per_layer = list(pool.map(metrics.layer_scores, residual))
+    layers = {name: np.array([scores[name] for scores in per_layer]) for name in LAYER_METRICS if name != "bos_cosine"}
+    layers = {name: _frozen(values) for name, values in (layers | {"bos_cosine": bos_cosine}).items()}
+    massive = tuple((layer, *hit) for layer, scores in enumerate(per_layer) for hit in scores["massive_list"])
+    return layers, massive
+
+
+def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
+    """Analyze a sequence of token ids in one forward pass (under ``sinkscope.intervene``: the changed run)."""
+    require_loaded(loaded)
+    if not len(ids):
+        raise InputError("error.empty_text")
+    ids = [int(i) if isinstance(i, np.integer) else i for i in ids]  # numpy ids (a Ray batch) as Python ints
+    change = attention.current_change()
+    ids = change.input_ids(ids) if change is not None else ids
+    n_layers = loaded.info.n_layers
+    install_residual_hooks(loaded.model)
+    recorder = attention.Recorder(residual=[None] * (n_layers + 1))
+    run_forward(loaded, ids, recorder)
+    residual = recorder.residual_stream()  # (layer + 1, token, d_model)
+    layers, massive = _layer_metrics(residual, read_cosines(loaded.model, recorder.residual))
+    tokens = display_tokens(loaded.tokenizer, ids) if loaded.tokenizer is not None else tuple(map(str, ids))
+    return Trace(
+        model=loaded.info.name,
+        token_ids=tuple(ids),
+        tokens=tokens,
+        heads=head_metrics(recorder, loaded.info, len(ids)),
+        layers=layers,
+        massive=massive,
+        residual=_frozen(residual),
+        first_key=_frozen(torch.stack([recorder.first_key[layer] for layer in range(n_layers)]).cpu().numpy()),
+    )
+
+
+def analyze(
+    loaded: LoadedModel,
+    text: str,
+    max_tokens: int | None = None,
+    truncate: bool = False,
+    add_bos: bool | None = None,
+) -> Trace:
+    """Tokenize ``text`` (at most ``max_tokens``, default the model's limit) and analyze it."""
+    limit = min(max_tokens or require_loaded(loaded).info.max_tokens, loaded.info.max_tokens)
+    return analyze_ids(
+        loaded,
+        encode(loaded.tokenizer, text, limit, truncate=truncate, add_bos=add_bos),
+    )
+
+
+@dataclass(frozen=True)
+class LayerMaps:
+    """One layer's attention, recomputed exactly: weights (head, query_pos, key_pos), value_norms (head, key_pos)."""
+
+    layer: int
+    weights: np.ndarray
+    value_norms: np.ndarray
+    withheld: np.ndarray  # (head, query_pos): mass softmax+1 of the same scores would leave unread
+    output_norms: np.ndarray  # (head, query_pos): ||sum_j A[t,j] v_j W_O^h||
+    learned: np.ndarray  # (head, query_pos): the mass a learned sink logit took (gpt-oss; 0 for plain softmax)
+
+
+def attention_maps(
+    loaded: LoadedModel, ids: tuple[int, ...] | list[int], layer: int, start: np.ndarray | None = None
+) -> LayerMaps:
+    """Every head's attention map of one layer, and the value norms n_j of metrics.md.
+
+    The forward stops right after ``layer``, so deep layers cost most and layer 0 costs little. Given ``start``,
+    the layer's input h^layer (``trace.residual[layer]`` of the same text, under the same intervention), only
+    that layer runs, on models whose blocks all take the same mask and positions.
+    """
+    if not 0 <= layer < require_loaded(loaded).info.n_layers:
+        raise InputError("error.layer_range", layer=layer, last=loaded.info.n_layers - 1)
+    recorder = attention.Recorder(reduce=False, maps_of=frozenset({layer}), stop_after=layer)
+    if start is not None and layer > 0 and _blocks_alike(loaded.model):
+        _run_block(loaded, list(ids), layer, start, recorder)
+    else:
+        run_forward(loaded, list(ids), recorder)
+    kept = (recorder.maps, recorder.norms, recorder.withheld, recorder.output_norms, recorder.learned)
+    return LayerMaps(layer, *(_frozen(found[layer].float().cpu().numpy()) for found in kept))
+
+
+def _blocks_alike(model: Any) -> bool:
+    """Every block takes the same mask and positions (no mix of sliding-window and full layers)."""
+    return len(set(family_of(model.config).sliding_layers(model.config))) == 1
+
+
+def _run_block(
+    loaded: LoadedModel, ids: list[int], layer: int, start: np.ndarray, recorder: attention.Recorder
+) -> None:
+    """Block ``layer`` alone on its input ``start``, with what the model passes every block (its mask and
+    positions, read off the first block's call: the forward stops there)."""
+    install_residual_hooks(loaded.model)  # a model loaded again (a cache evicted it) has no hooks yet
+    call = attention.Recorder(reduce=False, block_call={})
+    run_forward(loaded, ids, call)
+    model, (args, kwargs) = loaded.model, (call.block_call["args"], call.block_call["kwargs"])
+    hidden = torch.tensor(start, device=model.device, dtype=model.dtype)[None]  # (1, token, d_model), a copy
+    block = decoder_layers(model)[layer]
+    with torch.inference_mode(), attention.recording(recorder):
+        try:
+            if "hidden_states" in kwargs:
+                block(**kwargs | {"hidden_states": hidden})
+            else:
+                block(hidden, *args, **kwargs)
+        except attention.StopForward:
+            pass
+
+
+def thumbnails(loaded: LoadedModel, ids: tuple[int, ...] | list[int], size: int = 32) -> np.ndarray:
+    """Every head of every layer, max-pooled to at most size x size: (layer, head, rows, cols)."""
+    recorder = attention.Recorder(reduce=False, pool=size)
+    run_forward(loaded, list(ids), recorder)
+    n_layers = loaded.info.n_layers
+    return _frozen(torch.stack([recorder.thumbnails[layer] for layer in range(n_layers)]).cpu().numpy())

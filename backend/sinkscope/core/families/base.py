@@ -1,0 +1,72 @@
+"""What Sinkscope must know about a decoder architecture, in one typed record per family.
+
+Everything else (which ModuleList holds the blocks, the norm attention reads through, the output projection a
+head writes with, the rotary embedding streaming turns back) is looked up here and nowhere else. The attention
+itself needs no family knowledge: transformers passes it softcap, sliding windows and learned sinks as arguments,
+and ``sinkscope.core.attention`` implements each one or refuses the call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class Family:
+    """One decoder architecture. Attribute names are those of transformers' own modeling file."""
+
+    name: str  # as people write it: "GPT-NeoX (Pythia)"
+    model_types: tuple[str, ...]  # config.model_type values it covers
+    blocks: str = "layers"  # attribute of the base model holding the decoder blocks
+    input_norm: str | None = "input_layernorm"  # the block's norm before attention; None: post-norm (reads h^l raw)
+    final_norm: str = "norm"  # attribute of the base model
+    attention: str = "self_attn"  # attribute of a block holding its attention module
+    output_projection: str = "o_proj"  # attribute of the attention module: heads -> d_model
+    conv1d_output: bool = False  # GPT-2's Conv1D stores its weight as (in, out)
+    rotary: bool = True  # rotary positions (else learned or absolute ones, added to h^0)
+    learned_sinks: bool = False  # a sink logit per head, passed to attention as ``s_aux``
+    softcap: bool = False  # tanh soft-capping of the scores
+    sliding_windows: bool = False  # some layers see only their last ``sliding_window`` keys
+    tested: bool = True  # in the family matrix of tests/test_families.py
+
+    def decoder_blocks(self, model: Any) -> torch.nn.ModuleList:
+        return getattr(model.base_model, self.blocks)
+
+    def read_norms(self, model: Any) -> list[torch.nn.Module | None]:
+        """What attention applies to each h^l: layer l+1's input norm (None: it reads h^l raw), the final norm
+        for h^L."""
+        blocks = self.decoder_blocks(model)
+        firsts = [getattr(block, self.input_norm) if self.input_norm else None for block in blocks]
+        return [*firsts, getattr(model.base_model, self.final_norm)]
+
+    def attention_of(self, block: torch.nn.Module) -> torch.nn.Module:
+        return getattr(block, self.attention)
+
+    def output_weight(self, attention: torch.nn.Module) -> torch.Tensor:
+        """The attention output projection as (d_model, heads * head_dim), without its bias."""
+        weight = getattr(attention, self.output_projection).weight
+        return weight.T if self.conv1d_output else weight
+
+    def rope_layers(self, config: Any) -> tuple[bool, ...]:
+        """Per layer: whether its queries and keys are rotated."""
+        return (self.rotary,) * config.num_hidden_layers
+
+    def sliding_layers(self, config: Any) -> tuple[bool, ...]:
+        """Per layer: whether it sees only its last ``sliding_window`` keys (its mask says which)."""
+        text = config.get_text_config()
+        types = getattr(text, "layer_types", None)
+        if types:
+            return tuple(kind == "sliding_attention" for kind in types)
+        return (getattr(text, "sliding_window", None) is not None,) * text.num_hidden_layers  # Mistral, Phi-3
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A family Sinkscope cannot measure exactly, and why."""
+
+    name: str
+    model_types: tuple[str, ...]
+    reason: str  # catalogue key of the sentence that says why

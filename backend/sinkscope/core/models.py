@@ -1,0 +1,317 @@
+"""Which models Sinkscope can open, and how: bundled GGUF packages, hub ids, local directories."""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import logging
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers.models.auto.modeling_auto import (
+    MODEL_FOR_CAUSAL_LM_MAPPING,
+    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+)
+
+from sinkscope.core import attention
+from sinkscope.core.bundled import BUNDLED, cache_root
+from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core.families import check_supported, family_of, supported_names
+from sinkscope.core.i18n import Text
+
+log = logging.getLogger(__name__)
+
+HARD_TOKEN_LIMIT = 8192
+ORPHAN_SECONDS = 3600
+HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+DTYPES = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    label: str
+    dtype: str
+    device: str
+    attention: str
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    max_tokens: int
+    family: str = "Llama"  # sinkscope.core.families: the adapter this model is measured with
+
+    def badge(self, lang: str = "en") -> str:
+        return Text(lang)("badge", label=self.label, dtype=self.dtype, device=self.device, attention=self.attention)
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model ready for ``analyze``. Shared across threads: nothing in it changes after loading."""
+
+    model: Any
+    tokenizer: Any
+    info: ModelInfo
+
+
+def require_loaded(value: object) -> LoadedModel:
+    """``value`` itself when it is a model from ``load_model``; a TypeError that says what to do otherwise."""
+    if not isinstance(value, LoadedModel):
+        shown = repr(value) if isinstance(value, str) else type(value).__name__
+        raise TypeError(
+            f"expected a model loaded with sinkscope.load_model(...), got {shown}: "
+            f"call model = sinkscope.load_model('smollm2-135m') (or a hub id or folder) and pass model"
+        )
+    return value
+
+
+def check_ids(loaded: LoadedModel, ids: list[int]) -> None:
+    """Token ids the model's embedding holds: an id past the vocabulary is the caller's to fix, not an IndexError."""
+    vocab = loaded.model.get_input_embeddings().num_embeddings
+    bad = next((i for i in ids if not isinstance(i, int | np.integer) or not 0 <= i < vocab), None)
+    if bad is not None:
+        raise InputError("error.token_id", id=repr(bad), vocab=vocab)
+
+
+def available_devices() -> list[str]:
+    """The devices this machine can run on, the fastest first."""
+    found = ["cuda"] if torch.cuda.is_available() else []
+    found += ["mps"] if torch.backends.mps.is_available() else []
+    return [*found, "cpu"]
+
+
+def resolve_device(device: str = "auto") -> str:
+    """``auto`` -> the fastest device here; a device this machine lacks is a ModelLoadError naming those it has."""
+    available = available_devices()
+    if device == "auto":
+        return available[0]
+    if device not in available:
+        raise ModelLoadError("error.device", device=device, available=", ".join(available))
+    return device
+
+
+def resolve_dtype(dtype: str, device: str) -> torch.dtype:
+    """float32 on CPU and MPS; bfloat16 on CUDA unless the user picks another."""
+    if dtype == "auto":
+        return torch.bfloat16 if device == "cuda" else torch.float32
+    if dtype not in DTYPES:
+        raise ModelLoadError("error.unknown_dtype", dtype=dtype, choices=", ".join(DTYPES))
+    return DTYPES[dtype]
+
+
+def dequantized_dir(key: str, progress: Progress = log.info) -> Path:
+    """The float32 copy of a bundled GGUF, built once (about 15 s) and reused on later starts."""
+    bundled = BUNDLED[key]
+    version = importlib.metadata.version(bundled.distribution)
+    target = cache_root() / "dequantized" / f"{bundled.key}-{version}"
+    _remove_orphans(target.parent, f".{bundled.key}-")
+    if (target / "config.json").exists():
+        return target
+    progress(f"First start: dequantizing {bundled.label} (about 15 s, cached afterwards)…")
+    gguf = bundled.locate_gguf()
+    with _gguf_parsed_once():
+        model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model.hf_quantizer = None  # the weights are plain float32 now; transformers refuses to save "gguf" models
+    del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{bundled.key}-"))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        os.replace(staging, target)  # atomic: a concurrent first start never sees half a folder
+    except OSError as err:
+        if not (target / "config.json").exists():  # else another start won the race, and its folder serves
+            raise ModelLoadError("error.cache_unusable", path=str(target.parent), reason=str(err)) from err
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target
+
+
+_GGUF_PATCH = threading.Lock()
+
+
+@contextmanager
+def _gguf_parsed_once() -> Iterator[None]:
+    """Within: each GGUF file's header is parsed once, and gguf's tensor-name table built once per architecture.
+    transformers parses the header for the config, the weights and the tokenizer (its 49k-token vocabulary: about
+    4 s each here) and rebuilds the name table for every module (397 times); both are read-only to it."""
+    import gguf
+
+    with _GGUF_PATCH:
+        saved = gguf.GGUFReader, gguf.get_tensor_name_map
+        gguf.GGUFReader, gguf.get_tensor_name_map = functools.cache(saved[0]), functools.cache(saved[1])
+        try:
+            yield
+        finally:
+            gguf.GGUFReader, gguf.get_tensor_name_map = saved
+
+
+def _remove_orphans(folder: Path, prefix: str) -> None:
+    """Staging folders that a crashed first start left behind (an hour old: a running one is younger)."""
+    for orphan in folder.glob(prefix + "*"):
+        if orphan.is_dir() and time.time() - orphan.stat().st_mtime > ORPHAN_SECONDS:
+            log.info("Removing %s, left by an interrupted first start", orphan)
+            shutil.rmtree(orphan, ignore_errors=True)
+
+
+def _source_of(spec: str, progress: Progress) -> tuple[str, str]:
+    """(where from_pretrained reads, the label to show) for a bundled key, a directory or a hub id."""
+    if spec in BUNDLED:
+        bundled = BUNDLED[spec]
+        if not bundled.installed():
+            raise ModelLoadError("error.not_installed", spec=spec, install=bundled.install)
+        return str(dequantized_dir(spec, progress)), bundled.label
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return str(path), path.name
+    if HUB_ID.match(spec) and not path.exists():
+        return spec, spec
+    names = ", ".join(BUNDLED)
+    raise ModelLoadError("error.unknown_model", spec=spec, names=names)
+
+
+def _check_causal_lm(source: str, spec: str) -> Any:
+    try:
+        config = AutoConfig.from_pretrained(source, trust_remote_code=False)
+    except OSError as err:
+        raise ModelLoadError("error.cannot_open", spec=spec, reason=str(err).splitlines()[0]) from err
+    except ValueError as err:
+        if "trust_remote_code" in str(err):
+            raise ModelLoadError("error.remote_code", spec=spec) from err
+        raise ModelLoadError("error.cannot_open", spec=spec, reason=str(err).splitlines()[0]) from err
+    causal_names = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
+    declared = getattr(config, "architectures", None) or []
+    is_causal = (
+        any(name in causal_names for name in declared) if declared else type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
+    )
+    if not is_causal:
+        raise ModelLoadError("error.not_causal", spec=spec, model_type=config.model_type)
+    check_supported(config)
+    return config
+
+
+def token_limit(config: Any) -> int:
+    """The most tokens Sinkscope analyzes at once with a model of this config."""
+    positions = getattr(config.get_text_config(), "max_position_embeddings", None) or HARD_TOKEN_LIMIT
+    return min(positions, HARD_TOKEN_LIMIT)
+
+
+def load_tokenizer(spec: str) -> tuple[Any, int]:
+    """A model's tokenizer and token limit without its weights (the census cuts windows with them)."""
+    source, _ = _source_of(spec.strip(), log.info)
+    config = _check_causal_lm(source, spec)
+    try:
+        return AutoTokenizer.from_pretrained(source, trust_remote_code=False), token_limit(config)
+    except (OSError, ValueError, ImportError) as err:
+        raise ModelLoadError("error.cannot_load", spec=spec, reason=str(err).splitlines()[0]) from err
+
+
+def model_info(model: Any, name: str, label: str) -> ModelInfo:
+    """What the UI and CLI show about a loaded model."""
+    config = model.config.get_text_config()
+    n_heads = config.num_attention_heads
+    family = family_of(model.config)
+    return ModelInfo(
+        name=name,
+        label=label,
+        dtype=str(model.dtype).removeprefix("torch."),
+        device=str(model.device),
+        attention=attention.ATTENTION_LABEL,
+        n_layers=config.num_hidden_layers,
+        n_heads=n_heads,
+        n_kv_heads=getattr(config, "num_key_value_heads", None) or n_heads,
+        max_tokens=token_limit(model.config),
+        family=family.name,
+    )
+
+
+def lay_out_for_decoding(model: torch.nn.Module) -> None:
+    """Give every weight memory of its own, each Linear weight transposed: the same values and shapes.
+
+    A one-token step (streaming, generation) multiplies one or two rows by every weight; on a CPU, MKL reads a
+    weight laid out (in, out) about twice as fast for so few rows, and a whole text's forward costs the same.
+    Copying every weight (not only those) also lets go of the model file's memory map, which stays resident
+    while any tensor points into it. Tied weights (the embedding and the output head) stay one parameter.
+    """
+    linear = {id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Linear)}
+    moved: dict[int, tuple[torch.nn.Parameter, torch.nn.Parameter]] = {}  # id -> (old, new): old kept alive
+    for module in model.modules():
+        for name, old in list(module.named_parameters(recurse=False)):
+            if id(old) not in moved:
+                data = old.detach()
+                copy = data.T.contiguous().T if id(old) in linear else data.clone()
+                moved[id(old)] = (old, torch.nn.Parameter(copy, requires_grad=False))
+            setattr(module, name, moved[id(old)][1])
+
+
+def load_model(
+    spec: str,
+    device: str = "auto",
+    dtype: str = "auto",
+    progress: Progress | None = None,
+) -> LoadedModel:
+    """Open a bundled model key, a local model directory or a hub id, ready for ``analyze``."""
+    progress = progress or log.info
+    attention.register()
+    device = resolve_device(device)  # before any work: a missing device is the user's to fix
+    torch_dtype = resolve_dtype(dtype, device)
+    source, label = _source_of(spec.strip(), progress)
+    _check_causal_lm(source, spec)
+    progress(f"Loading {label} on {device}…")
+    try:
+        model = AutoModelForCausalLM.from_pretrained(
+            source,
+            dtype=torch_dtype,
+            attn_implementation=attention.ATTENTION_NAME,
+            trust_remote_code=False,
+        )
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
+    except (OSError, ValueError, ImportError) as err:
+        raise ModelLoadError("error.cannot_load", spec=spec, reason=str(err).splitlines()[0]) from err
+    model.to(device).eval().requires_grad_(False)
+    if device == "cpu":
+        lay_out_for_decoding(model)
+    check_capture(model)
+    return LoadedModel(model, tokenizer, model_info(model, spec, label))
+
+
+def check_capture(model: Any) -> None:
+    """Refuse, at load, a model whose attention does not reach Sinkscope in every layer: a three-token forward
+    must call ``sinkscope.core.attention`` once per layer, with no argument it would have to ignore."""
+    family, n_layers = family_of(model.config), model.config.get_text_config().num_hidden_layers
+    recorder = attention.Recorder()
+    try:
+        with torch.inference_mode(), attention.recording(recorder):
+            model(input_ids=torch.zeros(1, 3, dtype=torch.long, device=model.device), use_cache=False)
+    except ModelLoadError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError) as err:  # a family calling its own kernels fails here
+        found = {"family": family.name, "reason": str(err).splitlines()[0], "supported": supported_names()}
+        raise ModelLoadError("error.not_interface", **found) from err
+    require_every_layer(recorder, n_layers, family.name)
+    if not family.tested:
+        log.warning("%s is not in Sinkscope's tested family matrix; its attention passed the load check", family.name)
+
+
+def require_every_layer(recorder: attention.Recorder, n_layers: int, family: str) -> None:
+    """A forward whose attention skipped Sinkscope in some layer measured nothing there: refuse it."""
+    missing = [layer for layer in range(n_layers) if layer not in recorder.sums["sink"]]
+    if missing:
+        raise ModelLoadError("error.not_captured", layers=missing, family=family, supported=supported_names())

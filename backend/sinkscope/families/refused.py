@@ -1,8 +1,0 @@
-"""Families whose attention Sinkscope cannot measure exactly: refused at load with the reason (a catalogue key)."""
-
-from sinkscope.families.base import Refused
-
-REFUSED = (
-    Refused("Falcon", ("falcon",), "family.refused.falcon"),
-    Refused("Qwen3-Next", ("qwen3_next",), "family.refused.qwen3_next"),
-)
