@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from sinkscope.core import attention, families, metrics
+from sinkscope.core import attention, chunked, families, metrics
 from sinkscope.core.capture import analyze_ids, attention_maps
 from sinkscope.core.errors import ModelLoadError
 from sinkscope.core.models import LoadedModel, check_capture, load_model, model_info
@@ -209,7 +209,7 @@ def test_a_familys_declared_features_are_what_its_model_passes_to_attention(name
 
     def attend(module, query, key, value, mask, scaling=None, softcap=None, s_aux=None):  # noqa: ANN001, ANN202
         passed.append((softcap is not None, s_aux is not None))
-        return attention.eager(query, key, value, mask, scaling, softcap, s_aux)
+        return chunked.eager(query, key, value, mask, scaling, softcap, s_aux)
 
     loaded = loaded_tiny(name)
     with attention.overriding(attend), torch.inference_mode():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from sinkscope.core import attention, metrics
+from sinkscope.core import chunked, metrics
 from sinkscope.core.capture import analyze_ids, attention_maps
 from sinkscope.core.errors import InputError
 from sinkscope.experiments import interventions
@@ -100,7 +100,7 @@ def drop_and_softmax(scores: torch.Tensor, k: int) -> torch.Tensor:
 
 def causal_scores(values: torch.Tensor) -> torch.Tensor:
     n = values.shape[-1]
-    return values.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), attention.MIN_SCORE)
+    return values.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), chunked.MIN_SCORE)
 
 
 def test_dropping_keys_renormalizes_the_rest_exactly() -> None:

@@ -21,6 +21,7 @@ from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.families import family_of
 from sinkscope.core.models import LoadedModel, ModelInfo, check_ids, require_every_layer, require_loaded
 from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, HEAD_METRICS, LAYER_COLUMNS, LAYER_METRICS, Kind
+from sinkscope.core.reduce import HEAD_SUMS
 from sinkscope.core.tokens import display_tokens, encode
 
 
@@ -178,7 +179,7 @@ def head_metrics(recorder: attention.Recorder, info: ModelInfo, n_tokens: int) -
     """Per-head means of a recorder's sums: the metrics of metrics.md, ``kind``, and the teaching extras."""
     n_layers = info.n_layers
     require_every_layer(recorder, n_layers, info.family)
-    counts = {name: n_tokens - 1 for name in attention.HEAD_SUMS} | {"previous_token": n_tokens - 2}
+    counts = {name: n_tokens - 1 for name in HEAD_SUMS} | {"previous_token": n_tokens - 2}
     heads = {}
     for name, count in counts.items():
         total = torch.stack([recorder.sums[name][layer] for layer in range(n_layers)])  # (layer, head)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from sinkscope.core import attention
+from sinkscope.core import attention, chunked
 from sinkscope.core.capture import run_forward
 from sinkscope.core.errors import InputError
 from sinkscope.core.models import LoadedModel
@@ -56,7 +56,7 @@ def key_geometry(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> dict[
         s_aux: torch.Tensor | None = None,
     ) -> tuple:  # fmt: skip
         found[module.layer_idx] = layer_geometry(query, key)
-        return attention.eager(query, key, value, mask, scaling, softcap, s_aux)
+        return chunked.eager(query, key, value, mask, scaling, softcap, s_aux)
 
     with attention.overriding(attend):
         run_forward(loaded, list(ids), attention.Recorder(reduce=False))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from sinkscope.core import attention, metrics, ranges
+from sinkscope.core import attention, chunked, metrics, ranges
 from sinkscope.core.capture import head_metrics, install_residual_hooks, run_forward
 from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message
@@ -113,7 +113,7 @@ class DropFirst(Intervention):
     def edit_scores(self, layer: int, scores: torch.Tensor, rows: torch.Tensor) -> None:
         if layer in self.layers:
             # a query that sees only the dropped keys has no distribution left: its row stays as it was
-            scores[..., rows >= self.k, : self.k] = attention.MIN_SCORE  # scores: (kv_head, group, rows, keys)
+            scores[..., rows >= self.k, : self.k] = chunked.MIN_SCORE  # scores: (kv_head, group, rows, keys)
 
 
 FORCE_KEYS = {"sink": "iv.force_sink", "diagonal": "iv.force_diagonal", "uniform": "iv.force_uniform"}
@@ -138,11 +138,11 @@ class ForceHeads(Intervention):
         n_kv, group, n_rows, n_keys = scores.shape
         per_head = scores.view(n_kv * group, n_rows, n_keys)  # (head, rows, keys): head = kv_head * group + g
         if self.to == "uniform":  # equal scores on every visible key; blocked keys keep their minimum
-            visible = per_head[chosen] > attention.MIN_SCORE / 2
-            per_head[chosen] = torch.where(visible, 0.0, attention.MIN_SCORE)
+            visible = per_head[chosen] > chunked.MIN_SCORE / 2
+            per_head[chosen] = torch.where(visible, 0.0, chunked.MIN_SCORE)
             return
         target = torch.zeros_like(rows) if self.to == "sink" else rows
-        one_hot = torch.full((n_rows, n_keys), attention.MIN_SCORE, device=scores.device)
+        one_hot = torch.full((n_rows, n_keys), chunked.MIN_SCORE, device=scores.device)
         one_hot[torch.arange(n_rows), target] = 0.0
         per_head[chosen] = one_hot
 

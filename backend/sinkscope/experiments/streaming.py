@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from sinkscope.core import attention, ranges
+from sinkscope.core import attention, chunked, ranges
 from sinkscope.core.arrays import cache_band
 from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.families import family_of
@@ -142,7 +142,7 @@ def _stream_attention(
         scores[..., :n_sinks] = torch.where(is_sink, to_sinks, scores[..., :n_sinks])
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
-    weights, _ = attention.attention_weights(scores.float().unsqueeze(-2), s_aux)  # (lane, kv, group, 1, size)
+    weights, _ = chunked.attention_weights(scores.float().unsqueeze(-2), s_aux)  # (lane, kv, group, 1, size)
     mixed = weights[..., 0, :].to(values.dtype) @ values  # (lane, kv_head, group, head_dim)
     return mixed.reshape(lanes, n_heads, 1, head_dim).transpose(1, 2), None  # (lane, 1, head, head_dim)
 
