@@ -27,8 +27,8 @@ from starlette.middleware import Middleware
 from starlette.responses import HTMLResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from views.common import warm_examples
 from views.site import URL_PATHS
+from views.state.cache import warm_examples
 
 MARKER = "<head>"
 log = logging.getLogger("sinkscope.serve")

@@ -17,8 +17,9 @@ from sinkscope import lab
 from sinkscope.core.names import HEAD_METRICS, TASK_VARIANTS
 from streamlit.testing.v1 import AppTest
 
+from tests.app_pages import go_to
 from tests.html_figure import html_figure
-from views import common
+from views.state import cache, session
 
 ROOT = Path(__file__).resolve().parent.parent
 TIMEOUT = 180  # the first run may dequantize the bundled model
@@ -49,14 +50,14 @@ def deployment(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., AppTes
     def start(**env: str) -> AppTest:
         for name, value in env.items():
             monkeypatch.setenv(name, value)
-        common.shared.clear()
+        cache.shared.clear()
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
         at.run()
         assert not at.exception, at.exception
         return at
 
     yield start
-    common.shared.clear()
+    cache.shared.clear()
 
 
 def test_backend_never_imports_streamlit() -> None:
@@ -259,7 +260,7 @@ def test_editing_an_example_makes_the_text_your_own_and_the_link_carries_it(app:
 
 def test_a_text_over_the_limit_offers_to_truncate(deployment: Callable[..., AppTest]) -> None:
     app = deployment(SINKSCOPE_MAX_TOKENS="64")
-    long_text = common.EXAMPLES["english"]["text"] * 3
+    long_text = session.EXAMPLES["english"]["text"] * 3
     app.sidebar.selectbox(key="example").set_value("custom").run()
     app.sidebar.text_area(key="text").set_value(long_text).run()
     assert not app.exception
@@ -285,7 +286,7 @@ def test_hosted_mode_offers_only_the_bundled_models_and_a_lower_limit(deployment
 
 def test_hosted_mode_ignores_a_model_path_in_the_url(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SINKSCOPE_HOSTED", "1")
-    common.shared.clear()
+    cache.shared.clear()
     try:
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
         at.query_params["model"] = "/etc"
@@ -294,12 +295,12 @@ def test_hosted_mode_ignores_a_model_path_in_the_url(monkeypatch: pytest.MonkeyP
         assert at.sidebar.selectbox(key="model_choice").value == "smollm2-135m"
         assert not at.sidebar.text_input
     finally:
-        common.shared.clear()
+        cache.shared.clear()
 
 
 def test_the_streaming_page_shows_sinks_rescuing_a_small_window() -> None:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.switch_page("views/streaming.py").run()
+    go_to(at, "streaming").run()
     assert not at.exception
     at.slider(key="stream_tokens").set_value(128)
     at.slider(key="stream_window").set_value(20)
@@ -320,7 +321,7 @@ def test_the_streaming_page_shows_sinks_rescuing_a_small_window() -> None:
 
 def test_streaming_refuses_a_text_that_never_fills_the_cache() -> None:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.switch_page("views/streaming.py").run()
+    go_to(at, "streaming").run()
     at.slider(key="stream_tokens").set_value(64)
     at.slider(key="stream_window").set_value(60)
     next(b for b in at.button if b.label == "Stream").click().run()
@@ -335,7 +336,7 @@ def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live(
     shipped_softmax = lab.PolarizeRun.load(ROOT / "assets" / "lab" / "polarize" / "softmax-logistic-seed0.json")
     monkeypatch.setattr(lab, "polarize", None)  # the first visit trains nothing
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.switch_page("views/lab.py").run()
+    go_to(at, "lab").run()
     assert not at.exception
     entropy = chart(at, "lab_entropy")["data"]
     assert {trace["name"] for trace in entropy} == {"softmax", "softmax+1", "sigmoid", "relu", "linear"}
@@ -365,7 +366,7 @@ def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live(
 
 def test_a_hosted_lab_offers_only_the_allowed_training_lengths(deployment: Callable[..., AppTest]) -> None:
     at = deployment(SINKSCOPE_HOSTED="1", SINKSCOPE_MAX_LAB_STEPS="1500")
-    at.switch_page("views/lab.py").run()
+    go_to(at, "lab").run()
     assert not at.exception, at.exception
     assert max(at.select_slider(key="lab_steps").options, key=int) == "1000"
     assert at.select_slider(key="train_steps").options == ["250", "500", "1000"]
@@ -396,14 +397,14 @@ def test_a_link_naming_an_unknown_example_language_or_hosted_model_says_so_on_th
         "example=nonesuch, lang=xx, head=-2."
     ]
     monkeypatch.setenv("SINKSCOPE_HOSTED", "1")
-    common.shared.clear()
+    cache.shared.clear()
     try:
         hosted = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
         hosted.query_params.update({"model": "/etc"})
         hosted.run()
         assert not hosted.exception and "model=/etc" in hosted.sidebar.warning[0].value
     finally:
-        common.shared.clear()
+        cache.shared.clear()
 
 
 def test_both_bad_sides_of_a_compare_link_are_named_on_the_first_load() -> None:
@@ -411,7 +412,7 @@ def test_both_bad_sides_of_a_compare_link_are_named_on_the_first_load() -> None:
     at.run()  # pages with their own url_path are known to AppTest only after a first run
     at.query_params.clear()
     at.query_params.update({"a_example": "english", "a_bos": "maybe", "b_example": "english", "b_bos": "2"})
-    at.switch_page("views/compare.py").run()
+    go_to(at, "compare").run()
     assert not at.exception, at.exception
     notices = " ".join(w.value for w in at.warning)
     assert "a_bos=maybe" in notices and "b_bos=2" in notices

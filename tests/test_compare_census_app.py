@@ -14,9 +14,11 @@ from sinkscope.core.capture import analyze_ids
 from sinkscope.core.metrics import sink_rate
 from streamlit.testing.v1 import AppTest
 
+from tests.app_pages import go_to
 from tests.html_figure import html_figure
 from tests.test_app import ROOT, TIMEOUT, array, chart
 from views import compare
+from views.state import cache
 
 SHIPPED = ROOT / "assets" / "census" / "pydoc-smollm2"
 
@@ -26,7 +28,7 @@ def open_page(page: str, **params: str) -> AppTest:
     at.run()  # pages with their own url_path are known to AppTest only after a first run
     at.query_params.clear()
     at.query_params.update(params)  # as a direct link to the page would carry them
-    at.switch_page(f"views/{page}.py").run()
+    go_to(at, page).run()
     assert not at.exception, at.exception
     return at
 
@@ -86,10 +88,9 @@ def test_two_different_models_compare_on_relative_depth_without_a_difference_map
 
 
 def test_a_side_over_the_hosted_limit_says_so_and_the_other_side_still_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from views import common
 
     monkeypatch.setenv("SINKSCOPE_MAX_TOKENS", "40")
-    common.shared.clear()
+    cache.shared.clear()
     try:
         at = open_page("compare", a_example="english", b_text="A short text.")
         assert any("40" in warning.value for warning in at.warning)
@@ -97,7 +98,7 @@ def test_a_side_over_the_hosted_limit_says_so_and_the_other_side_still_runs(monk
         at.button(key="a_truncate_button").click().run()
         assert not at.exception and chart(at, "diff_map")
     finally:
-        common.shared.clear()
+        cache.shared.clear()
 
 
 def hand_built(rates: dict[str, list[float]], n_heads: int = 10) -> pd.DataFrame:
@@ -150,12 +151,11 @@ def test_the_census_page_reads_a_folder_and_says_what_is_wrong_with_a_bad_one(tm
 
 
 def test_a_hosted_census_page_offers_only_shipped_censuses_and_uploads(monkeypatch: pytest.MonkeyPatch) -> None:
-    from views import common
 
     monkeypatch.setenv("SINKSCOPE_HOSTED", "1")
-    common.shared.clear()
+    cache.shared.clear()
     try:
         at = open_page("census")
         assert at.selectbox(key="census_source").options == ["Shipped: pydoc-smollm2", "Upload a Parquet file"]
     finally:
-        common.shared.clear()
+        cache.shared.clear()

@@ -11,29 +11,18 @@ import pytest
 from sinkscope.core import i18n
 from streamlit.testing.v1 import AppTest
 
+from tests.app_pages import go_to
 from tests.html_figure import html_figure
 from tests.test_app import ROOT, TIMEOUT, chart
-from views import common, text
+from views import text
+from views.site import ROUTES
 
 CODE = [
     ROOT / "app.py",
-    *sorted((ROOT / "views").glob("*.py")),
+    *sorted((ROOT / "views").rglob("*.py")),
     *sorted((ROOT / "backend" / "sinkscope").rglob("*.py")),
 ]
-PAGES = [
-    "explorer",
-    "compare",
-    "census",
-    "why_softmax",
-    "why_reads_nothing",
-    "why_massive",
-    "why_diagonals",
-    "why_break",
-    "streaming",
-    "lab",
-    "definitions",
-    "claims",
-]
+PAGES = [route.url_path for route in ROUTES]
 ST_TEXT_CALLS = {
     "title", "header", "subheader", "markdown", "caption", "info", "warning", "error", "metric", "slider",
     "select_slider", "selectbox", "radio", "toggle", "button", "text_input", "text_area", "number_input",
@@ -80,7 +69,7 @@ def test_every_key_is_used_and_every_used_key_exists() -> None:
 def test_no_page_writes_interface_text_inline() -> None:
     keys = set(i18n.catalogue("en"))
     inline = []
-    for path in [ROOT / "app.py", *sorted((ROOT / "views").glob("*.py"))]:
+    for path in [ROOT / "app.py", *sorted((ROOT / "views").rglob("*.py"))]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if not (isinstance(node, ast.Call) and getattr(node.func, "attr", None) in ST_TEXT_CALLS):
                 continue
@@ -111,10 +100,10 @@ def test_numbers_follow_the_language() -> None:
 
 def test_tables_show_local_separators_and_keep_numeric_data() -> None:
     table = pd.DataFrame({"sink": [0.12345, 1234.5], "heads": [3, 4000]})
-    assert common.local_table(table) is table  # English: plain data
+    assert text.local_table(table) is table  # English: plain data
     try:
         text.set_language("pt")
-        styled = common.local_table(table, 3)
+        styled = text.local_table(table, 3)
         assert styled.data is table
         assert "0,123" in styled.to_string() and "1.234,500" in styled.to_string() and "4.000" in styled.to_string()
     finally:
@@ -141,7 +130,7 @@ def open_page(page: str, lang: str, model: str | None = None, tab: str = "map") 
     at.query_params.update({"lang": lang, "example": "english", "tab_id": tab} | ({"model": model} if model else {}))
     at.run()  # pages with their own url_path are known to AppTest only after a first run
     if page != "explorer":
-        at.switch_page(f"views/{page}.py").run()
+        go_to(at, page).run()
     assert not at.exception, at.exception
     return at
 
@@ -175,7 +164,7 @@ def test_the_picker_switches_language_and_the_url_follows() -> None:
     at.sidebar.selectbox(key="lang").set_value("pt").run()
     assert at.title[0].value == "Sorvedouros de atenção, cabeça por cabeça"
     assert at.query_params["lang"] in ("pt", ["pt"])
-    at.switch_page("views/why_softmax.py").run()
+    go_to(at, "softmax").run()
     assert at.title[0].value == "O softmax precisa gastar tudo"
     assert "; " in at.text_input(key="sm_scores").value and "0,2" in at.text_input(key="sm_scores").value
 

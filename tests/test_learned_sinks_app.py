@@ -13,6 +13,7 @@ from sinkscope.core.capture import analyze, attention_maps
 from sinkscope.core.models import load_model
 from streamlit.testing.v1 import AppTest
 
+from tests.app_pages import go_to
 from tests.html_figure import html_figure
 from tests.test_app import TIMEOUT, array, chart
 from tests.tiny import build_tiny_model_dir
@@ -31,7 +32,7 @@ def opened(model: str, page: str = "", **params: str) -> AppTest:
     at.query_params.update({"model": model, "example": "custom", "text": TEXT, **params})
     at.run()  # pages with their own url_path are known to AppTest only after a first run
     if page:
-        at.switch_page(page).run()
+        go_to(at, page).run()
     assert not at.exception, at.exception
     return at
 
@@ -63,7 +64,7 @@ def test_the_head_map_can_be_coloured_by_the_learned_sink_only_where_there_is_on
 
 
 def test_the_softmax_lesson_shows_what_the_models_sink_logit_absorbs(gpt_oss_dir: str) -> None:
-    app = opened(gpt_oss_dir, page="views/why_softmax.py")
+    app = opened(gpt_oss_dir, page="softmax")
     assert any("learnable sink logit" in box.value for box in app.info)
     html_figure(app, "sm_learned_map")  # the head map coloured by it
 

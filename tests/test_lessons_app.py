@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from tests.app_pages import go_to
 from tests.html_figure import html_figure
 from tests.test_app import ROOT, TIMEOUT, array, chart
 
@@ -14,7 +15,7 @@ def open_page(page: str, example: str = "english") -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params.update({"example": example})
     at.run()  # pages with their own url_path are known to AppTest only after a first run
-    at.switch_page(f"views/{page}.py").run()
+    go_to(at, page).run()
     assert not at.exception, at.exception
     return at
 
@@ -32,7 +33,7 @@ def table(at: AppTest, column: str) -> object:
 
 
 def test_softmax_page_spends_one_unit_and_checks_softmax_plus_one() -> None:
-    at = open_page("why_softmax")
+    at = open_page("softmax")
     bars = chart(at, "sm_bars")["data"]
     sums = [array(bar["y"]).sum() for bar in bars]
     assert sums[0] == pytest.approx(1.0) and sums[1] < 1 and sums[2] < sums[1]  # softmax, +1, sink logit 2
@@ -47,7 +48,7 @@ def test_softmax_page_spends_one_unit_and_checks_softmax_plus_one() -> None:
 
 
 def test_softmax_captions_follow_the_numbers_and_typed_scores_are_your_own() -> None:
-    at = open_page("why_softmax")
+    at = open_page("softmax")
     at.radio(key="sm_preset").set_value("one").run()
     titles = [a["text"] for a in chart(at, "sm_bars")["layout"]["annotations"]]
     assert "withheld -" not in " ".join(titles) and "over one unit" in titles[3]  # sigmoid overspends here
@@ -63,7 +64,7 @@ def test_softmax_captions_follow_the_numbers_and_typed_scores_are_your_own() -> 
 
 
 def test_softmax_page_shows_the_counterfactual_withheld_mass_of_the_chosen_head() -> None:
-    at = open_page("why_softmax")
+    at = open_page("softmax")
     at.slider(key="layer").set_value(10).run()
     at.slider(key="head").set_value(4).run()
     lines = chart(at, "sm_withheld")["data"]
@@ -74,7 +75,7 @@ def test_softmax_page_shows_the_counterfactual_withheld_mass_of_the_chosen_head(
 
 
 def test_reads_nothing_page_puts_every_head_in_the_scatter_and_shows_key_geometry() -> None:
-    at = open_page("why_reads_nothing", "random")
+    at = open_page("reads-nothing", "random")
     points = sum(len(array(trace["x"])) for trace in chart(at, "rn_scatter")["data"][:4])
     assert points == 30 * 9
     norms = chart(at, "rn_key_norm")["data"]
@@ -87,7 +88,7 @@ def test_reads_nothing_page_puts_every_head_in_the_scatter_and_shows_key_geometr
 
 
 def test_massive_page_zeroing_hurts_more_than_setting_the_mean() -> None:
-    at = open_page("why_massive")
+    at = open_page("massive")
     assert any("first flagged activation appears in h^12, of h^0 … h^30" in c.value for c in at.caption)
     assert len(table(at, "channel")) > 0
     assert chart(at, "ma_top")["layout"]["yaxis"]["type"] == "log"
@@ -103,7 +104,7 @@ def test_massive_page_zeroing_hurts_more_than_setting_the_mean() -> None:
 
 
 def test_diagonals_page_forces_sink_heads_to_diagonal() -> None:
-    at = open_page("why_diagonals")
+    at = open_page("diagonals")
     lines = {line["name"]: line for line in chart(at, "dg_depth")["data"]}
     assert len(lines) == 5 and "the same on the raw residual stream" in lines
     kinds = chart(at, "dg_output")["data"][0]
@@ -123,7 +124,7 @@ def test_diagonals_page_forces_sink_heads_to_diagonal() -> None:
 
 
 def test_diagonals_page_explains_an_empty_choice() -> None:
-    at = open_page("why_diagonals")
+    at = open_page("diagonals")
     at.slider(key="dg_layers").set_value((0, 0))
     at.radio(key="dg_source").set_value("diagonal")
     submit(at, "Run the intervention")
@@ -132,7 +133,7 @@ def test_diagonals_page_explains_an_empty_choice() -> None:
 
 
 def test_break_page_drops_keys_replaces_the_first_token_and_measures_sensitivity() -> None:
-    at = open_page("why_break")
+    at = open_page("break")
     submit(at, "Drop them")
     runs = table(at, "run")
     assert list(runs["run"])[1].startswith("drop the first 1 key")
@@ -152,12 +153,12 @@ def test_break_page_drops_keys_replaces_the_first_token_and_measures_sensitivity
     assert "→" in published[0] and "→" in published[1] and published[2].endswith("x more change")
 
 
-@pytest.mark.parametrize("page", ["why_softmax", "why_reads_nothing", "why_massive", "why_diagonals", "why_break"])
+@pytest.mark.parametrize("page", ["softmax", "reads-nothing", "massive", "diagonals", "break"])
 def test_every_lesson_handles_a_one_token_text_without_a_traceback(page: str) -> None:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params.update({"text": "Hello"})  # one token, and no BOS for SmolLM2
     at.run()
-    at.switch_page(f"views/{page}.py").run()
+    go_to(at, page).run()
     assert not at.exception, at.exception
     for label in ("Run the intervention", "Drop them"):
         if any(b.label == label for b in at.button):
@@ -175,7 +176,7 @@ def test_the_claims_scoreboard_computes_a_verdict_for_every_claim(lang: str) -> 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params.update({"example": "english", "lang": lang})
     at.run()
-    at.switch_page("views/claims.py").run()
+    go_to(at, "claims").run()
     assert not at.exception, at.exception
     claim, verdict, reproduces = VERDICT_WORDS[lang]
     board = at.table[0].value.reset_index()

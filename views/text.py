@@ -8,9 +8,12 @@ it returns message keys, and pages render them here.
 from __future__ import annotations
 
 import contextvars
+import html
 
+import pandas as pd
+from pandas.io.formats.style import Styler
 from sinkscope.core.errors import SinkscopeError
-from sinkscope.core.i18n import DEFAULT, LANGUAGES, Message, Text
+from sinkscope.core.i18n import DEFAULT, LANGUAGES, SEPARATORS, Message, Text
 
 _language: contextvars.ContextVar[str] = contextvars.ContextVar("sinkscope_language", default=DEFAULT)
 
@@ -44,5 +47,13 @@ def say(what: Message | SinkscopeError) -> str:
 
 
 def coloured(text: str, colour: str) -> str:
-    """Bold Markdown in one of Streamlit's named colours (red, blue, green, gray...)."""
-    return f":{colour}[**{text}**]"
+    """Bold HTML in a CSS colour (the kind colours are hex), for ``st.markdown(..., unsafe_allow_html=True)``."""
+    return f'<b style="color:{colour}">{html.escape(text)}</b>'
+
+
+def local_table(table: pd.DataFrame, precision: int = 4) -> pd.DataFrame | Styler:
+    """A table whose numbers show the language's separators; the data (and sorting) stay numeric."""
+    decimal, thousands = SEPARATORS[language()]
+    if decimal == ".":
+        return table
+    return table.style.format(precision=precision, decimal=decimal, thousands=thousands)

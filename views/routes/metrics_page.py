@@ -1,24 +1,19 @@
 """Definitions: every number the app shows, as docs/metrics.md defines it (the page renders that file)."""
 
-from pathlib import Path
-
 import streamlit as st
 
-from views import common, url_state
+from views.state import session, url_state
 from views.text import t
+from views.widgets import controls
 
-DEFINITIONS = Path(__file__).resolve().parent.parent / "docs" / "metrics.md"
+DEFINITIONS = session.ROOT / "docs" / "metrics.md"
 
 
 def page() -> None:
     """The project's metric definitions, in the app, so a hosted class can read them too."""
     st.title(t("definitions.title"))
-    common.sidebar()  # the shared sidebar stays drawn, so its text and choices survive a visit here
+    controls.sidebar()  # the shared sidebar stays drawn, so its text and choices survive a visit here
     st.caption(t("definitions.note"))
     body = DEFINITIONS.read_text(encoding="utf-8").split("\n", 1)[1]  # the file's own heading is the title
     st.markdown(body)
     url_state.sync_url()
-
-
-if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
-    page()

@@ -4,8 +4,9 @@ import streamlit as st
 from sinkscope.core.capture import Trace
 from sinkscope.experiments import interventions
 
-from views import common, lessons
+from views.state import cache, session
 from views.text import num, t
+from views.widgets import head_picker, lessons
 
 REPLACEMENTS = {
     "\n": "break.newline",
@@ -27,13 +28,13 @@ def drop_first(trace: Trace) -> interventions.Intervention | None:
     return lessons.remembered("br_drop", trace)
 
 
-def _random_word(request: common.Request) -> str:
-    loaded = common.get_model(request.model, request.dtype)
+def _random_word(request: session.Request) -> str:
+    loaded = cache.get_model(request.model, request.dtype)
     seed = st.session_state["br_seed"] = st.session_state.get("br_seed", -1) + 1  # a new word every time
     return interventions.random_word(loaded.tokenizer, seed)
 
 
-def replace_first(request: common.Request, trace: Trace) -> interventions.Intervention | None:
+def replace_first(request: session.Request, trace: Trace) -> interventions.Intervention | None:
     with st.form("br_replace_form"):
         st.markdown(t("break.replace_heading", token=trace.tokens[0]))
         label = lambda choice: t(REPLACEMENTS[choice])  # noqa: E731
@@ -42,7 +43,7 @@ def replace_first(request: common.Request, trace: Trace) -> interventions.Interv
         own = st.text_input(t("break.own_token"), key="br_own")
         if st.form_submit_button(t("break.replace")):
             text = own if choice == "own" else _random_word(request) if choice == "random" else choice
-            loaded = common.get_model(request.model, request.dtype)
+            loaded = cache.get_model(request.model, request.dtype)
             change = lessons.attempt(lambda: interventions.single_token(loaded, text))
             if change is not None:
                 lessons.remember("br_replace", trace, change)
@@ -53,7 +54,7 @@ def sensitivity_form(trace: Trace) -> tuple[int, float] | None:
     """The perturbation asked for on this text: (other position, size), or None."""
     with st.form("br_sens_form"):
         st.session_state.setdefault("br_position", trace.n_tokens // 2)
-        common.clamp("br_position", trace.n_tokens - 1)
+        head_picker.clamp("br_position", trace.n_tokens - 1)
         position = st.slider(t("break.other_token"), 1, trace.n_tokens - 1, key="br_position")
         size = st.slider(t("break.distance"), 0.25, 4.0, 1.0, 0.25, key="br_size")
         if st.form_submit_button(t("break.perturb")):
@@ -62,7 +63,7 @@ def sensitivity_form(trace: Trace) -> tuple[int, float] | None:
     return None if asked is None or asked[0] != trace.token_ids else asked[1:]
 
 
-def sensitivity(request: common.Request, trace: Trace) -> dict[int, float] | None:
+def sensitivity(request: session.Request, trace: Trace) -> dict[int, float] | None:
     """The form and the KL of each perturbation, which it returns once run."""
     st.subheader(t("break.sensitivity_title"))
     st.markdown(t("break.sensitivity_intro"))
@@ -103,7 +104,7 @@ def paper(found: dict[type, str], kl: dict[int, float] | None) -> None:
     )  # fmt: skip
 
 
-def show(request: common.Request, trace: Trace) -> None:
+def show(request: session.Request, trace: Trace) -> None:
     left, right = st.columns(2)
     with left:
         dropped = drop_first(trace)
@@ -123,7 +124,3 @@ def show(request: common.Request, trace: Trace) -> None:
 def page() -> None:
     """Lesson 5: break the sink, by removing it, by replacing the first token, or by nudging it."""
     lessons.lesson(("break.title", "break.intro"), show)
-
-
-if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
-    page()

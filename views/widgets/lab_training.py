@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -11,10 +9,10 @@ from sinkscope import plot
 from sinkscope.core.names import LAB_TASKS, TASK_VARIANTS
 from sinkscope.lab import toy
 
-from views import common
-from views.text import language, num, t
+from views.state import cache, session
+from views.text import language, local_table, num, t
 
-RUNS = Path(__file__).resolve().parent.parent / "assets" / "lab"
+RUNS = session.ASSETS / "lab"
 TASK_KEYS = {"backcopy": "lab.task_backcopy", "trigger": "lab.task_trigger", "induction": "lab.task_induction"}
 ABOUT_KEYS = {"backcopy": "lab.about_backcopy", "trigger": "lab.about_trigger", "induction": "lab.about_induction"}
 CLAIM_KEYS = {
@@ -43,7 +41,7 @@ def retrain(task: str) -> None:
         cols = st.columns(3)
         variant = cols[0].selectbox(t("lab.attention"), TASK_VARIANTS, key="train_variant")
         seed = cols[1].number_input(t("lab.seed"), 0, 10_000, 0, key="train_seed")
-        allowed = common.step_choices([250, 500, 1000, 2000])
+        allowed = cache.step_choices([250, 500, 1000, 2000])
         steps = cols[2].select_slider(t("lab.steps"), allowed, value=allowed[-1], key="train_steps")
         go = st.form_submit_button(t("lab.retrain"))
     if not go:
@@ -57,7 +55,7 @@ def retrain(task: str) -> None:
         return True
 
     train = lambda: toy.train(task, variant, steps=steps, seed=int(seed), progress=report)  # noqa: E731
-    run = common.run_once("lab", ("train", task, variant, steps, int(seed)), train, t("lab.training_live"))
+    run = cache.run_once("lab", ("train", task, variant, steps, int(seed)), train, t("lab.training_live"))
     bar.empty()
     st.session_state.setdefault("lab_runs", {})[(task, variant, int(seed))] = run
 
@@ -78,7 +76,7 @@ def table(runs: Runs) -> None:
             t("lab.col_where"): where_it_went(run, top),
             t("lab.col_first"): str(first) if first is not None else "—",
         })  # fmt: skip
-    st.table(common.local_table(pd.DataFrame(rows).set_index(t("lab.col_attention")), 3))  # headers wrap
+    st.table(local_table(pd.DataFrame(rows).set_index(t("lab.col_attention")), 3))  # headers wrap
     st.caption(t("lab.table_help"))
 
 

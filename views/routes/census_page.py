@@ -16,15 +16,16 @@ from sinkscope.core.errors import InputError
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.plot.census_figures import fig_census_kinds, fig_census_layers, fig_census_rate, fig_census_spread
 
-from views import common
-from views.text import language, num, say, t
+from views.state import cache, session
+from views.text import language, local_table, num, say, t
+from views.widgets import controls
 
-SHIPPED = common.ASSETS / "census"
+SHIPPED = session.ASSETS / "census"
 FOLDER, UPLOAD = "folder", "upload"
 
 
 def limits() -> Limits:
-    config = common.shared().settings
+    config = cache.shared().settings
     return Limits(rows=config.max_census_rows, decoded_bytes=config.max_census_mb * 1024 * 1024)
 
 
@@ -32,14 +33,14 @@ def load_folder(path: str, changed: float) -> pd.DataFrame:
     """A census folder's heads table, in the shared byte-bounded cache; ``changed`` (its manifest's time)
     reloads a census that grew."""
     run = partial(read_heads, Path(path), limits=limits())
-    return common.run_once("census", ("folder", path, changed), run, t("census.reading"))
+    return cache.run_once("census", ("folder", path, changed), run, t("census.reading"))
 
 
 def load_upload(data: bytes, name: str) -> pd.DataFrame:
     """An uploaded table, in the same cache as every other result (per session and in all), keyed by its bytes;
     refused from its metadata when it would expand past the limits."""
     run = partial(read_heads, data, name, limits())
-    return common.run_once("census", ("upload", hashlib.sha256(data).hexdigest(), name), run, t("census.reading"))
+    return cache.run_once("census", ("upload", hashlib.sha256(data).hexdigest(), name), run, t("census.reading"))
 
 
 def shipped() -> dict[str, Path]:
@@ -52,7 +53,7 @@ def source_title(key: str) -> str:
 
 def chosen_census() -> pd.DataFrame | None:
     """The census the user picked: a shipped one, an uploaded Parquet file, or (not hosted) any folder."""
-    config = common.shared().settings
+    config = cache.shared().settings
     options = [*shipped(), *([] if config.hosted else [FOLDER]), UPLOAD]
     choice = st.selectbox(t("census.source"), options, format_func=source_title, key="census_source")
     try:
@@ -111,14 +112,14 @@ def steady(heads: pd.DataFrame, eps: float) -> None:
     shown = table.assign(docs_share=100 * table["docs_share"]).rename(columns={
         "model": t("census.model"), "length": t("census.length_column"), "layer": t("fig.layer"),
         "head": t("fig.head"), "docs_share": t("census.docs_share"), "sink": t("census.mean_sink")})  # fmt: skip
-    st.dataframe(common.local_table(shown, precision=3), hide_index=True, height=300, key="steady_table")
+    st.dataframe(local_table(shown, precision=3), hide_index=True, height=300, key="steady_table")
 
 
 def page() -> None:
     """Census: sink rates over a whole corpus, per model, window length, layer and head."""
     st.title(t("census.title"))
     st.caption(t("census.intro"))
-    common.sidebar()  # the shared sidebar stays drawn, so its text and choices survive a visit here
+    controls.sidebar()  # the shared sidebar stays drawn, so its text and choices survive a visit here
     heads = chosen_census()
     if heads is None:
         return
@@ -135,7 +136,3 @@ def parquet_bytes(table: pd.DataFrame) -> bytes:
     data = io.BytesIO()
     table.to_parquet(data, index=False)
     return data.getvalue()
-
-
-if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
-    page()

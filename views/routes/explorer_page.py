@@ -11,9 +11,10 @@ from sinkscope.core.metrics import shown_metrics, value_scaled, value_weighted, 
 from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, LAYER_COLUMNS
 from sinkscope.core.tokens import token_labels
 
-from views import common, url_state
-from views.html_figures import clicked_head, head_map, kind_counts
-from views.text import kind_label, language, num, t
+from views.state import cache, navigation, session, url_state
+from views.text import kind_label, language, local_table, num, t
+from views.widgets import controls, head_picker
+from views.widgets.html_maps import clicked_head, head_map, kind_counts
 
 ZOOM = 256  # the one-head map shows at most ZOOM x ZOOM cells at full resolution
 
@@ -36,13 +37,13 @@ def map_tab(trace: Trace) -> None:
     sink_kind = num(100 * float((kinds == "sink").mean()), ".0f")
     right.caption(t("explorer.two_thresholds", eps=num(eps, ".2f"), rate=num(trace.sink_rate(eps), ".0f"),
                     kind=sink_kind))  # fmt: skip
-    right.page_link("views/definitions.py", label=t("side.definitions"), icon="📖")
+    right.page_link(navigation.page_at("metrics"), label=t("side.definitions"), icon="📖")
     table = pd.DataFrame(trace.head_rows())
     shown = table[["layer", "head", *metrics]].assign(kind=table["kind"].map(kind_label))  # the CSV keeps English
     shown = shown.rename(columns={"layer": t("fig.layer"), "head": t("fig.head"), "kind": t("explorer.kind")})
     widths = [50, 50, *[72] * len(metrics), 90]  # pixels: layer, head, the metrics, kind fit at 1024 px
     narrow = {column: st.column_config.Column(width=w) for column, w in zip(shown.columns, widths, strict=True)}
-    st.dataframe(common.local_table(shown), hide_index=True, key="heads_table", height=320, column_config=narrow)
+    st.dataframe(local_table(shown), hide_index=True, key="heads_table", height=320, column_config=narrow)
     layers = pd.DataFrame(trace.layer_rows())
     download = st.columns(2)
     heads_csv = table[list(HEAD_COLUMNS)].to_csv(index=False)
@@ -81,21 +82,21 @@ def head_summary(trace: Trace, layer: int, head: int) -> None:
     cells[1].metric("value_sink", num(heads["value_sink"][layer, head]))
     ratio = num(heads["value_norm_ratio"][layer, head], ".2f")
     cells[2].metric(t("explorer.value_ratio"), ratio, help=t("explorer.value_ratio_help"))
-    common.kind_cell(cells[3], heads["kind"][layer, head])
+    head_picker.kind_cell(cells[3], heads["kind"][layer, head])
     if learned:
         cells[4].metric("learned_sink", num(heads["learned_sink"][layer, head]), help=t("explorer.learned_help"))
 
 
 @st.fragment
-def one_head(request: common.Request, trace: Trace) -> None:
+def one_head(request: session.Request, trace: Trace) -> None:
     """Scrubbing layer and head reruns only this fragment: the model is never run again here."""
-    common.choose_language()  # a fragment rerun may run on a fresh thread, without app.py's setting
-    layer, head = common.pick_head(trace)
+    session.choose_language()  # a fragment rerun may run on a fresh thread, without app.py's setting
+    layer, head = head_picker.pick_head(trace)
     options = st.columns(2)
     log_scale = options[0].toggle(t("explorer.log_scale"), key="log_scale")
     past_sink = options[1].toggle(t("explorer.past_sink"), key="past_sink", help=t("common.past_sink_help"))
     value_units = st.toggle(t("explorer.value_units"), key="value_units")  # full width: a long label
-    maps = common.get_layer_maps(request, trace, layer)
+    maps = cache.get_layer_maps(request, trace, layer)
     head_summary(trace, layer, head)
     labels = token_labels(trace.tokens)
     rows, cols = window_of(trace.n_tokens)
@@ -128,15 +129,15 @@ def one_head(request: common.Request, trace: Trace) -> None:
     download[0].download_button(t("explorer.matrix_csv"), matrix_csv, f"{name}.csv", on_click="ignore")
     page = partial(plot.figure_html, fig)
     download[1].download_button(t("explorer.figure_html"), page, f"{name}.html", on_click="ignore")
-    layer_thumbs = common.get_layer_strip(request, trace, layer)  # (1, head, rows, cols)
+    layer_thumbs = cache.get_layer_strip(request, trace, layer)  # (1, head, rows, cols)
     title = t("explorer.layer_heads", layer=layer)
     fig = plot.fig_thumbnails(layer_thumbs, t("fig.layer"), title, lang=language(), first_row=layer)
     st.plotly_chart(fig, key="layer_heads")
     url_state.sync_url()
 
 
-def all_heads(request: common.Request, trace: Trace) -> None:
-    thumbs = common.get_thumbnails(request, trace.token_ids)
+def all_heads(request: session.Request, trace: Trace) -> None:
+    thumbs = cache.get_thumbnails(request, trace.token_ids)
     title = t("explorer.all_heads_title", layers=thumbs.shape[0], heads=thumbs.shape[1])
     st.plotly_chart(plot.fig_thumbnails(thumbs, t("fig.layer"), title, lang=language()), key="all_heads")
     st.caption(t("explorer.all_heads_help"))
@@ -155,7 +156,7 @@ def depth(trace: Trace) -> None:
     st.plotly_chart(plot.fig_depth_profile(trace.heads, trace.layers, lang=language()), key="depth")
 
 
-def tabs(request: common.Request, trace: Trace) -> None:
+def tabs(request: session.Request, trace: Trace) -> None:
     """Only the open tab runs (a hidden "All heads" costs nothing), and the URL keeps which one is open."""
     labels = {tab: t(key) for tab, key in TABS.items()}
     state = st.session_state
@@ -174,11 +175,7 @@ def tabs(request: common.Request, trace: Trace) -> None:
 def page() -> None:
     """Explorer: which heads sink, which look at themselves, and what each one actually reads."""
     st.title(t("explorer.title"))
-    analysis = common.current_analysis(common.sidebar())
+    analysis = cache.current_analysis(controls.sidebar())
     if analysis is not None:
         tabs(analysis.request, analysis.trace)
     url_state.sync_url()
-
-
-if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
-    page()

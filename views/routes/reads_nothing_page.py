@@ -7,20 +7,21 @@ from sinkscope.core.capture import Trace
 from sinkscope.core.metrics import value_weighted
 from sinkscope.core.tokens import token_labels
 
-from views import common, lessons
+from views.state import cache, session
 from views.text import language, num, t
+from views.widgets import head_picker, lessons
 
 
-def one_head(request: common.Request, trace: Trace) -> None:
+def one_head(request: session.Request, trace: Trace) -> None:
     heads = trace.heads
-    layer, head = common.pick_head(trace)
+    layer, head = head_picker.pick_head(trace)
     cells = st.columns(4)
     cells[0].metric("sink", num(heads["sink"][layer, head]), help=t("reads.sink"))  # short labels fit four columns
     cells[1].metric("value_sink", num(heads["value_sink"][layer, head]), help=t("reads.value_sink"))
     ratio = num(heads["value_norm_ratio"][layer, head], ".2f")
     cells[2].metric(t("explorer.value_ratio"), ratio, help=t("explorer.value_ratio_help"))
-    common.kind_cell(cells[3], heads["kind"][layer, head])
-    maps = common.get_layer_maps(request, trace, layer)
+    head_picker.kind_cell(cells[3], heads["kind"][layer, head])
+    maps = cache.get_layer_maps(request, trace, layer)
     labels = token_labels(trace.tokens)
     looks = t("reads.looks_title")
     raw = plot.fig_attention(
@@ -42,7 +43,7 @@ def one_head(request: common.Request, trace: Trace) -> None:
     st.caption(t("reads.output_help"))
 
 
-def key_geometry(request: common.Request, trace: Trace) -> dict[str, np.ndarray] | None:
+def key_geometry(request: session.Request, trace: Trace) -> dict[str, np.ndarray] | None:
     found = lessons.attempt(lambda: lessons.geometry(request, trace.token_ids))
     if found is None:
         return None
@@ -80,7 +81,7 @@ def paper(trace: Trace, found: dict[str, np.ndarray] | None) -> None:
     )
 
 
-def show(request: common.Request, trace: Trace) -> None:
+def show(request: session.Request, trace: Trace) -> None:
     one_head(request, trace)
     st.subheader(t("reads.scatter_heading"))
     st.plotly_chart(plot.fig_sink_scatter(trace.heads, lang=language()), key="rn_scatter")
@@ -91,7 +92,3 @@ def show(request: common.Request, trace: Trace) -> None:
 def page() -> None:
     """Lesson 2: the sink reads nothing. Attending to it is how a head switches itself off."""
     lessons.lesson(("reads.title", "reads.intro"), show)
-
-
-if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
-    page()

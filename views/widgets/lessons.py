@@ -15,12 +15,13 @@ from sinkscope.experiments import interventions
 from sinkscope.experiments.geometry import key_geometry
 from sinkscope.experiments.interventions import Intervention, Outcome
 
-from views import common, url_state
-from views.text import num, say, t
+from views.state import cache, session, url_state
+from views.text import local_table, num, say, t
+from views.widgets import controls
 
 
 def lesson(
-    keys: tuple[str, str], body: Callable[[common.Request, Trace], None], before: Callable[[], None] | None = None
+    keys: tuple[str, str], body: Callable[[session.Request, Trace], None], before: Callable[[], None] | None = None
 ) -> None:
     """A why-sinks page: its title and intro (catalogue keys), ``before()`` (what needs no model), then
     ``body`` on the sidebar's analysis, and the URL kept in sync."""
@@ -28,27 +29,27 @@ def lesson(
     st.markdown(t(keys[1]))
     if before is not None:
         before()
-    analysis = common.current_analysis(common.sidebar())
+    analysis = cache.current_analysis(controls.sidebar())
     if analysis is not None:
         body(analysis.request, analysis.trace)
     url_state.sync_url()
 
 
-def cached(request: common.Request, what: str, args: tuple, run: Callable[[], Any], message: str) -> Any:
+def cached(request: session.Request, what: str, args: tuple, run: Callable[[], Any], message: str) -> Any:
     """A lesson result cached by value for every session, computed in the model's queue."""
-    return common.run_once(request.model, (what, request.dtype, *args), run, message)
+    return cache.run_once(request.model, (what, request.dtype, *args), run, message)
 
 
-def outcome(request: common.Request, ids: tuple[int, ...], change: Intervention | None) -> Outcome:
-    loaded = common.get_model(request.model, request.dtype)
+def outcome(request: session.Request, ids: tuple[int, ...], change: Intervention | None) -> Outcome:
+    loaded = cache.get_model(request.model, request.dtype)
     run = lambda: interventions.outcome(loaded, ids, change)  # noqa: E731
     message = t("lesson.running_intact") if change is None else t("lesson.running_with", change=say(change.message))
     return cached(request, "outcome", (ids, change), run, message)
 
 
-def sensitivity(request: common.Request, ids: tuple[int, ...], position: int, size: float) -> dict[int, float]:
+def sensitivity(request: session.Request, ids: tuple[int, ...], position: int, size: float) -> dict[int, float]:
     """Mean KL of the predictions after nudging token 0 and token ``position`` by ``size`` x the median h^0 norm."""
-    loaded = common.get_model(request.model, request.dtype)
+    loaded = cache.get_model(request.model, request.dtype)
 
     def run() -> dict[int, float]:
         scale = interventions.embedding_scale(loaded, ids)
@@ -57,8 +58,8 @@ def sensitivity(request: common.Request, ids: tuple[int, ...], position: int, si
     return cached(request, "sensitivity", (ids, position, size), run, t("break.perturbing"))
 
 
-def geometry(request: common.Request, ids: tuple[int, ...]) -> dict[str, np.ndarray]:
-    loaded = common.get_model(request.model, request.dtype)
+def geometry(request: session.Request, ids: tuple[int, ...]) -> dict[str, np.ndarray]:
+    loaded = cache.get_model(request.model, request.dtype)
     return cached(request, "geometry", (ids,), lambda: key_geometry(loaded, ids), t("lesson.reading_keys"))
 
 
@@ -117,7 +118,7 @@ def comparison(intact: Outcome, changed: list[tuple[Intervention, Outcome]], key
         }
         for label, o in runs
     ]
-    st.dataframe(common.local_table(pd.DataFrame(rows), 3), hide_index=True, width="stretch", key=f"{key}_table")
+    st.dataframe(local_table(pd.DataFrame(rows), 3), hide_index=True, width="stretch", key=f"{key}_table")
     layers = list(range(intact.heads["sink"].shape[0]))
     series = {label: np.nanmean(o.heads["sink"], 1).tolist() for label, o in runs}
     fig = plot.fig_lines(layers, series, t("lesson.sinks_title"), t("fig.layer"), "sink")

@@ -1,12 +1,13 @@
-"""Training lab: watch softmax polarize, and sinks emerge while a tiny transformer trains."""
+"""The lab's first section: softmax polarizes under gradient descent; shipped runs first, live ones shared."""
 
 import numpy as np
 import streamlit as st
 from sinkscope import lab, plot
 from sinkscope.core.names import POLARIZE_VARIANTS
 
-from views import common, lab_training, url_state
+from views.state import cache
 from views.text import num, t
+from views.widgets import lab_training
 
 
 @st.cache_resource(show_spinner=False)
@@ -29,18 +30,18 @@ def polarize_runs(
         return {v: lab.polarize(v, loss, **settings) for v in missing}
 
     key = ("polarize", missing, loss, shape, steps, lr, seed)
-    live = common.run_once("lab", key, run, t("lab.training")) if missing else {}
+    live = cache.run_once("lab", key, run, t("lab.training")) if missing else {}
     return {v: shipped.get(v) or live[v] for v in variants}
 
 
-def polarization() -> None:
+def section() -> None:
     st.header(t("lab.polarize_title"))
     st.markdown(t("lab.polarize_intro"))
     with st.form("polarize"):
         cols = st.columns(4)
         loss = cols[0].radio(t("lab.loss"), ["logistic", "square"], key="lab_loss")
         candidates = cols[1].slider(t("lab.candidates"), 2, 32, 8, key="lab_candidates")
-        steps_allowed = common.step_choices([300, 1000, 3000, 10000])
+        steps_allowed = cache.step_choices([300, 1000, 3000, 10000])
         steps = cols[2].select_slider(t("lab.steps"), steps_allowed, min(3000, steps_allowed[-1]), key="lab_steps")
         lr = cols[3].select_slider(t("lab.lr"), [0.05, 0.1, 0.2, 0.5, 1.0], 0.5, key="lab_lr")
         seed = cols[0].number_input(t("lab.seed"), 0, 10_000, 0, key="lab_seed")
@@ -98,16 +99,3 @@ def polarization() -> None:
     )
     summary = ", ".join(f"{v} {num(r.entropy[0], '.2f')} → {num(r.entropy[-1], '.2f')}" for v, r in runs.items())
     st.caption(t("lab.polarize_summary", summary=summary) + " " + t("lab.citation"))
-
-
-def page() -> None:
-    """Training lab: watch softmax polarize, and sinks emerge while a tiny transformer trains."""
-    st.title(t("lab.title"))
-    common.sidebar()  # the shared sidebar stays drawn, so its text and choices survive a visit here
-    polarization()
-    lab_training.section()
-    url_state.sync_url()
-
-
-if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
-    page()

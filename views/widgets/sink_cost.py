@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 from sinkscope import plot
 
-from views import common
-from views.text import num, t
+from views.state import cache, session
+from views.text import local_table, num, t
 
-SHIPPED = Path(__file__).resolve().parent.parent / "assets" / "cost.json"
+SHIPPED = session.ASSETS / "cost.json"
 PUBLISHED = {"sink": 1.0, "diagonal": 1.5}  # Súkeník et al.: norm ~ T for a sink, ~ T^1.5 for a diagonal
 GEOMETRY_KEYS = {"aligned": "cost.aligned", "random": "cost.random"}
 PATTERN_KEYS = {"sink": "cost.sink", "diagonal": "cost.diagonal"}
@@ -33,7 +32,7 @@ def live(dim: int, delta: float, seed: int, max_length: int) -> dict:
 
         return cost.report(dim=dim, delta=delta, seed=seed, longest=max_length)
 
-    return common.run_once("lab", ("cost", dim, delta, seed, max_length), run, t("cost.measuring"))
+    return cache.run_once("lab", ("cost", dim, delta, seed, max_length), run, t("cost.measuring"))
 
 
 def controls() -> dict:
@@ -67,7 +66,7 @@ def slopes(result: dict) -> None:
             t("cost.col_pattern"): t(PATTERN_KEYS[pattern]), t("cost.col_geometry"): t(GEOMETRY_KEYS[geometry]),
             t("cost.col_slope"): slope if slope is not None else np.nan, t("cost.col_paper"): PUBLISHED[pattern],
         })  # fmt: skip
-    st.dataframe(common.local_table(pd.DataFrame(rows), 2), hide_index=True, key="cost_slopes")
+    st.dataframe(local_table(pd.DataFrame(rows), 2), hide_index=True, key="cost_slopes")
 
 
 def section() -> dict:

@@ -8,9 +8,10 @@ from sinkscope.core.metrics import nan_mean
 from sinkscope.experiments import interventions
 from sinkscope.experiments.interventions import Outcome
 
-from views import common, lessons, sink_cost
-from views.html_figures import kind_counts
+from views.state import session
 from views.text import language, num, say, t
+from views.widgets import lessons, sink_cost
+from views.widgets.html_maps import kind_counts
 
 SOURCES = {"sink": "diag.heads_sink", "diagonal": "diag.heads_diagonal", "all": "diag.heads_all"}
 TARGETS = {"diagonal": "diag.to_diagonal", "sink": "diag.to_sink", "uniform": "diag.to_uniform"}
@@ -55,7 +56,7 @@ def force_form(trace: Trace) -> None:
     lessons.remember("dg_changes", trace, (*[c for c in earlier if c != change], change))
 
 
-def intervention(request: common.Request, trace: Trace) -> list[tuple[interventions.Intervention, Outcome]]:
+def intervention(request: session.Request, trace: Trace) -> list[tuple[interventions.Intervention, Outcome]]:
     """The form, the runs so far against the intact one, and the scaled token cosine of each across depth."""
     st.subheader(t("diag.intervene"))
     st.markdown(t("diag.intervene_help"))
@@ -98,7 +99,7 @@ def paper(trace: Trace, runs: list[tuple[interventions.Intervention | None, Outc
     )
 
 
-def show(request: common.Request, trace: Trace) -> None:
+def show(request: session.Request, trace: Trace) -> None:
     depth(trace)
     kinds(trace)
     runs = intervention(request, trace)
@@ -108,7 +109,3 @@ def show(request: common.Request, trace: Trace) -> None:
 def page() -> None:
     """Lesson 4: sinks and diagonals are two ways to switch a head off; both keep tokens from blurring."""
     lessons.lesson(("diag.title", "diag.intro"), show)
-
-
-if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
-    page()

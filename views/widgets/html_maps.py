@@ -10,7 +10,7 @@ import numpy as np
 import streamlit as st
 from sinkscope import plot
 
-from views.common import ASSETS
+from views.state.session import ASSETS
 from views.text import language
 
 _FIGURE = st.components.v2.component(

@@ -2,17 +2,22 @@
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.errors import InputError, SinkscopeError
+from sinkscope.core.models import LoadedModel
 from sinkscope.core.tokens import encode
 from sinkscope.experiments import streaming
+from sinkscope.experiments.stream_plan import REAL_CACHE, StreamResults, StreamSetup, plan, run_job
+from sinkscope.serving.runs import RunQueue
 
-from views import common, url_state
-from views.text import language, num, say, t
+from views.state import cache, session, url_state
+from views.text import language, local_table, num, say, t
+from views.widgets import controls
 
 SINK_CHOICES = [0, 1, 2, 4, 8]
 DEFAULT_TOKENS = 256  # the 60-token window evicts for 190 tokens: the jump shows, and a class waits < 30 s
@@ -21,15 +26,16 @@ PAPER_POLICIES = ["stream.paper_dense", "stream.paper_window", "stream.paper_rec
 
 def paper_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     """Xiao et al.'s numbers, with headers in the interface language."""
-    cache = {
+    policies = {
         t("stream.paper_policy"): [t(key) for key in PAPER_POLICIES],
         t("stream.paper_ppl13"): [5641, 5158, 5.43, 5.40],
     }
     sinks = {t("stream.paper_s"): SINK_CHOICES, t("stream.paper_ppl7"): [3359.95, 11.88, 10.51, 9.59, 9.54]}
-    return pd.DataFrame(cache), pd.DataFrame(sinks)
+    return pd.DataFrame(policies), pd.DataFrame(sinks)
 
 
-def controls(limit: int) -> tuple[bool, dict]:
+def stream_form(limit: int) -> tuple[bool, str, StreamSetup]:
+    """(run clicked, the text's source, what to stream)."""
     with st.form("stream_form"):
         left, right = st.columns(2)
         source = left.radio(t("stream.text"), ["builtin", "sidebar"], key="stream_source", format_func=source_label)
@@ -41,7 +47,7 @@ def controls(limit: int) -> tuple[bool, dict]:
             format_func=method_label,
         )  # fmt: skip
         run = st.form_submit_button(t("stream.run"), type="primary")
-    return run, {"source": source, "tokens": n_tokens, "sinks": sinks, "window": window, "methods": chosen}
+    return run, source, StreamSetup(sinks, window, n_tokens, tuple(chosen))
 
 
 ENGINES = {"mask-sinks": "stream.engine_mask", "sinks": "stream.engine_loop"}
@@ -68,36 +74,24 @@ def engine_label(engine: str) -> str:
     return t(ENGINES[engine])
 
 
-def stream_ids(loaded: object, config: dict, text: str) -> list[int]:
+def stream_ids(loaded: LoadedModel, source: str, n_tokens: int, text: str) -> list[int]:
     """The first tokens of the chosen text (only its beginning is tokenized: the built-in one is 465,000 characters)."""
-    source = streaming.builtin_text() if config["source"] == "builtin" else text
+    chosen = streaming.builtin_text() if source == "builtin" else text
     try:
-        return encode(loaded.tokenizer, source, config["tokens"], truncate=True, add_bos=False)
+        return encode(loaded.tokenizer, chosen, n_tokens, truncate=True, add_bos=False)
     except InputError:
         return []  # an empty text: the page says it is too short
 
 
-ONE_PASS = ("dense", "mask-window", "mask-sinks")  # a single forward pass each: their curves show at once
-REAL_CACHE = ("window", "sinks")  # the rolling cache, both methods streamed side by side as one batch
+def yielding(queue: RunQueue, show: Callable[..., None]) -> Callable[..., bool]:
+    """A progress callback for a long run: show how far it is, let a waiting visitor's short run in, go on."""
 
+    def progress(*args: object) -> bool:
+        show(*args)
+        queue.let_others_in()
+        return True
 
-def jobs(methods: list[str]) -> list[tuple[str, ...]]:
-    """The run order: the one-pass methods first, then the real-cache methods together, then recompute."""
-    together = tuple(m for m in methods if m in REAL_CACHE)
-    return (
-        [(m,) for m in methods if m in ONE_PASS]
-        + ([together] if together else [])
-        + [(m,) for m in methods if m == "recompute"]
-    )
-
-
-def run_job(loaded: object, ids: list[int], job: tuple[str, ...], config: dict, progress: Callable) -> dict:
-    """{method: NLL} for one job; ``progress({method: NLL so far}, total)`` after every token of a long one."""
-    sinks, window = config["sinks"], config["window"]
-    if job[0] in REAL_CACHE:
-        return streaming.stream_methods(loaded, ids, job, sinks, window, progress)
-    report = lambda done, total: progress({job[0]: done}, total)  # noqa: E731
-    return {job[0]: streaming.streaming_nll(loaded, ids, job[0], sinks, window, report)}
+    return progress
 
 
 @dataclass
@@ -139,7 +133,7 @@ class Bar:
 class LiveRun:
     """What a streaming run shows while it works: a progress bar and the curves as they grow (once a second)."""
 
-    def __init__(self, results: dict, clock: Clock) -> None:
+    def __init__(self, results: StreamResults, clock: Clock) -> None:
         self.results, self.clock = results, clock
         self.bar, self.chart = Bar(), st.empty()
         self.drawn = 0.0
@@ -151,7 +145,7 @@ class LiveRun:
         self.chart.plotly_chart(stream_figure(self.results), key=key)
 
     def update(self, curves: dict[str, list[float]], seconds: float) -> None:
-        self.results["curves"].update(curves)
+        self.results.curves.update(curves)
         names, tokens = ", ".join(map(method_label, curves)), len(next(iter(curves.values())))
         self.bar.progress(*self.clock.caption(names, tokens, seconds))
         if time.monotonic() - self.drawn > 1:
@@ -162,70 +156,58 @@ class LiveRun:
         self.chart.empty()
 
 
-def run_all(request: common.Request, config: dict, ids: list[int]) -> None:
+def run_all(request: session.Request, setup: StreamSetup, ids: list[int]) -> None:
     """Stream every method; the curves are drawn as they grow and land in the session, so a stop keeps them."""
-    loaded = common.get_model(request.model, request.dtype)
-    results = st.session_state["stream_results"] = {"config": config, "curves": {}, "seconds": {}}
-    planned, queue = jobs(config["methods"]), common.shared().queue(request.model)
-    live = LiveRun(results, Clock(max(1, sum(job[0] not in ONE_PASS for job in planned)) * (len(ids) - 1)))
-    for job in planned:
+    loaded = cache.get_model(request.model, request.dtype)
+    results = st.session_state["stream_results"] = StreamResults(setup)
+    jobs, queue = plan(setup), cache.shared().queue(request.model)
+    live = LiveRun(results, Clock(max(1, sum(job.streams for job in jobs)) * (len(ids) - 1)))
+    for job in jobs:
         start = time.monotonic()
-
-        def progress(curves: dict[str, list[float]], total: int, start: float = start) -> bool:
-            live.update(curves, time.monotonic() - start)
-            queue.let_others_in()  # a visitor's short run goes between two of these tokens
-            return True
-
+        progress = yielding(queue, lambda curves, total, start=start: live.update(curves, time.monotonic() - start))
         with queue.turn():
-            results["curves"].update(run_job(loaded, ids, job, config, progress))
-        results["seconds"].update(dict.fromkeys(job, time.monotonic() - start))
-        if job[0] not in ONE_PASS:
+            results.curves.update(run_job(loaded, ids, job, setup, progress))
+        results.seconds.update(dict.fromkeys(job.methods, time.monotonic() - start))
+        if job.streams:
             live.clock.finish(len(ids) - 1, time.monotonic() - start)
         live.draw()
     live.close()
 
 
-def stream_figure(results: dict) -> object:
-    config, curves = results["config"], results["curves"]
-    labels = {method: method_label(method) for method in curves}
-    width = max(8, config["window"] // 2)
-    return plot.fig_stream_nll(curves, labels, config["sinks"] + config["window"], width, lang=language())
+def stream_figure(results: StreamResults) -> object:
+    setup, labels = results.setup, {method: method_label(method) for method in results.curves}
+    width = max(8, setup.window // 2)
+    return plot.fig_stream_nll(results.curves, labels, setup.cache_size, width, lang=language())
 
 
-def show_results(results: dict) -> None:
-    config, curves = results["config"], results["curves"]
-    size = config["sinks"] + config["window"]
-    rows = []
-    for method, nll in curves.items():
-        sinks, window = streaming.method_cache(method, config["sinks"], config["window"], config["tokens"])
-        seconds = results["seconds"].get(method, t("stream.stopped"))  # a stopped method has no time
-        rows.append({t("stream.col_method"): method_label(method), "S": sinks, "W": window,
-                     t("stream.col_scored"): len(nll), t("stream.col_ppl"): streaming.perplexity(nll),
-                     t("stream.col_seconds"): seconds})  # fmt: skip
-    st.dataframe(common.local_table(pd.DataFrame(rows), 3), hide_index=True, key="stream_table")
-    if len(set(config["methods"]) & set(REAL_CACHE)) == 2:
+def show_results(results: StreamResults) -> None:
+    setup = results.setup
+    rows = [{t("stream.col_method"): method_label(row.method), "S": row.sinks, "W": row.window,
+             t("stream.col_scored"): row.scored, t("stream.col_ppl"): row.perplexity,
+             t("stream.col_seconds"): t("stream.stopped") if row.seconds is None else row.seconds}
+            for row in results.rows()]  # fmt: skip
+    st.dataframe(local_table(pd.DataFrame(rows), 3), hide_index=True, key="stream_table")
+    if len(set(setup.methods) & set(REAL_CACHE)) == 2:
         st.caption(t("stream.together"))
     st.plotly_chart(stream_figure(results), key="stream_nll")
-    step = st.slider(t("stream.cache_step"), 0, config["tokens"] - 1, min(config["tokens"] - 1, size + 10))
-    membership = plot.fig_cache_membership(config["tokens"], config["sinks"], config["window"], step, lang=language())
+    step = st.slider(t("stream.cache_step"), 0, setup.tokens - 1, min(setup.tokens - 1, setup.cache_size + 10))
+    membership = plot.fig_cache_membership(setup.tokens, setup.sinks, setup.window, step, lang=language())
     st.plotly_chart(membership, key="cache_membership")
 
 
-def sweep(request: common.Request, ids: list[int], cache_size: int, engine: str) -> tuple[list[int], list[float]]:
+def sweep(request: session.Request, ids: list[int], cache_size: int, engine: str) -> tuple[list[int], list[float]]:
     """(sink counts, perplexities) at one cache size: with the real cache every count streams side by side as
     one batch; a progress bar (and a Stop point) at every step."""
-    loaded = common.get_model(request.model, request.dtype)
-    bar, queue = Bar(t("stream.sweeping")), common.shared().queue(request.model)
+    loaded = cache.get_model(request.model, request.dtype)
+    bar, queue = Bar(t("stream.sweeping")), cache.shared().queue(request.model)
     counts = [sinks for sinks in SINK_CHOICES if sinks < cache_size]  # a cache must hold the current token
     if engine == "sinks":
 
-        def progress(so_far: object, total: int) -> bool:
+        def show(so_far: np.ndarray, total: int) -> None:  # so_far: (lane, token) NLL
             bar.progress(so_far.shape[1] / total, text=t("stream.sweep_progress", done=so_far.shape[1], total=total))
-            queue.let_others_in()
-            return True
 
         with queue.turn():
-            nll, _ = streaming.stream_lanes(loaded, ids, tuple(counts), cache_size, progress)
+            nll, _ = streaming.stream_lanes(loaded, ids, tuple(counts), cache_size, yielding(queue, show))
         bar.empty()
         return counts, [streaming.perplexity(row) for row in nll]
     ppl = []
@@ -237,7 +219,7 @@ def sweep(request: common.Request, ids: list[int], cache_size: int, engine: str)
     return counts, ppl
 
 
-def sink_sweep(request: common.Request, ids: list[int], cache_size: int) -> None:
+def sink_sweep(request: session.Request, ids: list[int], cache_size: int) -> None:
     st.subheader(t("stream.sweep_title"))
     engine = st.radio(t("stream.engine"), list(ENGINES), horizontal=True, key="sweep_engine", format_func=engine_label)
     if st.button(t("stream.sweep"), key="sweep"):
@@ -250,23 +232,18 @@ def sink_sweep(request: common.Request, ids: list[int], cache_size: int) -> None
         )
 
 
-def generate_both(request: common.Request, prompt: list[int]) -> list[str]:
+def generate_both(request: session.Request, prompt: list[int]) -> list[str]:
     """The same prompt continued with 4 sinks + 16 recent tokens and with 20 recent tokens, side by side."""
-    loaded = common.get_model(request.model, request.dtype)
-    bar, queue = Bar(t("stream.generating")), common.shared().queue(request.model)
-
-    def progress(done: list[float], total: int) -> bool:
-        bar.progress(len(done) / total, text=t("stream.generating"))
-        queue.let_others_in()
-        return True
-
+    loaded = cache.get_model(request.model, request.dtype)
+    bar, queue = Bar(t("stream.generating")), cache.shared().queue(request.model)
+    progress = yielding(queue, lambda done, total: bar.progress(len(done) / total, text=t("stream.generating")))
     with queue.turn():
         both = streaming.generate_lanes(loaded, prompt, 80, (4, 0), 20, progress)
     bar.empty()
     return [loaded.tokenizer.decode(tokens) for tokens in both]
 
 
-def gibberish_demo(request: common.Request, ids: list[int]) -> None:
+def gibberish_demo(request: session.Request, ids: list[int]) -> None:
     st.subheader(t("stream.generate_title"))
     st.caption(t("stream.generate_help"))
     if st.button(t("stream.generate"), key="generate"):
@@ -285,42 +262,36 @@ def paper() -> None:
     st.caption(t("stream.paper_source"))
     left, right = st.columns(2)
     cache_table, sinks_table = paper_tables()
-    left.table(common.local_table(cache_table.set_index(cache_table.columns[0]), 2))  # static: columns wrap
-    right.table(common.local_table(sinks_table.set_index(sinks_table.columns[0]), 2))
+    left.table(local_table(cache_table.set_index(cache_table.columns[0]), 2))  # static: columns wrap
+    right.table(local_table(sinks_table.set_index(sinks_table.columns[0]), 2))
 
 
 def page() -> None:
     """Streaming: evict the sink and the model collapses; keep four tokens and it streams on (StreamingLLM)."""
     st.title(t("stream.title"))
     st.markdown(t("stream.intro"))
-    request = common.sidebar()
+    request = controls.sidebar()
     if request is not None:
         try:
-            loaded = common.get_model(request.model, request.dtype)
+            loaded = cache.get_model(request.model, request.dtype)
             streaming.rotary_of(loaded.model)
         except SinkscopeError as err:
             st.error(say(err))
             st.stop()
-        limit = min(4096, 2 * common.shared().settings.max_tokens)
-        run, config = controls(limit)
-        ids = stream_ids(loaded, config, request.text)
+        run, source, setup = stream_form(min(4096, 2 * cache.shared().settings.max_tokens))
+        ids = stream_ids(loaded, source, setup.tokens, request.text)
         if run:
-            if len(ids) < config["tokens"]:
+            if len(ids) < setup.tokens:
                 st.warning(t("stream.short_text", n=len(ids)))
-                config["tokens"] = len(ids)
-            cache = config["sinks"] + config["window"]
-            if config["tokens"] <= cache:  # the cache never fills: every method would be the dense pass
-                st.warning(t("stream.never_fills", tokens=config["tokens"], cache=cache))
+                setup = replace(setup, tokens=len(ids))
+            if not setup.fills():  # every method would be the dense pass
+                st.warning(t("stream.never_fills", tokens=setup.tokens, cache=setup.cache_size))
             else:
                 st.button(t("stream.stop"), key="stop_stream", help=t("stream.stop_help"))
-                run_all(request, config, ids[: config["tokens"]])
+                run_all(request, setup, ids[: setup.tokens])
         if "stream_results" in st.session_state:
             show_results(st.session_state["stream_results"])
-        sink_sweep(request, ids, config["sinks"] + config["window"])
+        sink_sweep(request, ids, setup.cache_size)
         gibberish_demo(request, ids)
         paper()
     url_state.sync_url()
-
-
-if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
-    page()

@@ -8,8 +8,9 @@ from sinkscope.core.capture import Trace
 from sinkscope.core.names import POLARIZE_VARIANTS
 from sinkscope.experiments import claims, interventions, streaming
 
-from views import common, lab, lab_training, lessons, sink_cost, url_state
+from views.state import cache, session, url_state
 from views.text import say, t
+from views.widgets import controls, lab_polarization, lab_training, lessons, sink_cost
 
 SHOWN = {  # claim -> (catalogue key of the claim, of the published figure, the page that measures it)
     "softmax_sink": ("claims.softmax_sink", "claims.softmax_sink.published", "softmax"),
@@ -35,9 +36,9 @@ STATUS = {"reproduces": "claims.reproduces", "differs": "claims.differs", "needs
 STREAM = {"tokens": 512, "sinks": 4, "window": 60}  # one-pass mask engines: three forward passes in all
 
 
-def streaming_check(request: common.Request) -> dict[str, float]:
+def streaming_check(request: session.Request) -> dict[str, float]:
     """Dense, window and 4 sinks + window perplexity on Python's help text (mask engines: fast, labelled)."""
-    loaded = common.get_model(request.model, request.dtype)
+    loaded = cache.get_model(request.model, request.dtype)
     streaming.rotary_of(loaded.model)  # the same check the streaming page makes: a standard RoPE model
 
     def run() -> dict[str, float]:
@@ -52,21 +53,22 @@ def streaming_check(request: common.Request) -> dict[str, float]:
     return lessons.cached(request, "claims_streaming", (), run, t("claims.measuring_streaming"))
 
 
-def dense_pair(request: common.Request, trace: Trace) -> tuple[interventions.Outcome, interventions.Outcome]:
+def dense_pair(request: session.Request, trace: Trace) -> tuple[interventions.Outcome, interventions.Outcome]:
     """The intact run and the run with every head dense (uniform over its visible keys)."""
     every = interventions.heads_of_kind(trace.heads["kind"], "all", tuple(range(trace.shape[0])))
     dense = interventions.ForceHeads(every, "uniform")
     return lessons.outcome(request, trace.token_ids, None), lessons.outcome(request, trace.token_ids, dense)
 
 
-def measured(request: common.Request, trace: Trace) -> list[claims.Verdict]:
+def measured(request: session.Request, trace: Trace) -> list[claims.Verdict]:
     """Everything the verdicts need: cheap runs on this text, the lab's and the cost sweep's shipped results."""
     ids, long_enough = trace.token_ids, trace.n_tokens > 2  # a perturbation needs a later prediction to move
     kl = lessons.attempt(lambda: lessons.sensitivity(request, ids, trace.n_tokens // 2, 1.0)) if long_enough else None
     pair = lessons.attempt(lambda: dense_pair(request, trace)) if long_enough else None
     ppl = lessons.attempt(lambda: streaming_check(request))
     backcopy = list((lab_training.shipped_runs("backcopy") | lab_training.live_runs("backcopy")).values())
-    polarize = lab.polarize_runs(POLARIZE_VARIANTS, "logistic", (8, 16), 3000, 0.5, 0)  # the lab page's default run
+    # the lab page's default run
+    polarize = lab_polarization.polarize_runs(POLARIZE_VARIANTS, "logistic", (8, 16), 3000, 0.5, 0)
     cost = st.session_state.get("cost_result") or sink_cost.shipped()
     return claims.scoreboard(trace, backcopy, polarize, cost, kl, ppl, pair)
 
@@ -93,12 +95,8 @@ def page() -> None:
     """Claims scoreboard: each claim measured on the sidebar's model and text, or on the lab's runs."""
     st.title(t("claims.title"))
     st.markdown(t("claims.intro"))
-    analysis = common.current_analysis(common.sidebar())
+    analysis = cache.current_analysis(controls.sidebar())
     if analysis is not None:
         table(measured(analysis.request, analysis.trace))
         st.caption(t("claims.how"))
     url_state.sync_url()
-
-
-if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
-    page()

@@ -8,9 +8,10 @@ from sinkscope.core import metrics
 from sinkscope.core.capture import Trace
 from sinkscope.core.tokens import token_labels
 
-from views import common, lessons
-from views.html_figures import head_map
-from views.text import language, num, t
+from views.state import cache, navigation, session
+from views.text import language, local_table, num, t
+from views.widgets import head_picker, lessons
+from views.widgets.html_maps import head_map
 
 PRESETS = {
     "nothing": (0.2, -0.1, 0.1, 0.0, -0.2, 0.1),
@@ -96,16 +97,16 @@ def numeric_check(scores: np.ndarray) -> None:
     columns = {"softmax+1(x)": plus_one, "softmax([0, x])[1:]": extended[1:]}
     table = pd.DataFrame(columns, index=[f"k{j}" for j in range(len(scores))])
     st.markdown(t("softmax.check"))
-    st.dataframe(common.local_table(table.T), key="sm_check")
+    st.dataframe(local_table(table.T), key="sm_check")
     difference, extra = np.abs(plus_one - extended[1:]).max(), extended[0]
     withheld = metrics.withheld_mass(plus_one)
     st.caption(t("softmax.check_result", difference=num(difference, ".1e"), extra=num(extra, ".4f"),
                  withheld=num(withheld, ".4f")))  # fmt: skip
 
 
-def on_the_model(request: common.Request, trace: Trace) -> None:
-    layer, head = common.pick_head(trace)
-    maps = common.get_layer_maps(request, trace, layer)
+def on_the_model(request: session.Request, trace: Trace) -> None:
+    layer, head = head_picker.pick_head(trace)
+    maps = cache.get_layer_maps(request, trace, layer)
     labels = token_labels(trace.tokens)
     series = {
         t("softmax.withheld_line"): maps.withheld[head].tolist(),
@@ -129,7 +130,7 @@ def learned_sink(trace: Trace) -> None:
     st.info(t("softmax.learned_here", mean=num(float(np.nanmean(learned))), top=num(float(learned[layer, head])),
               layer=int(layer), head=int(head)))  # fmt: skip
     head_map(trace.heads, "learned_sink", key="sm_learned_map")
-    st.page_link("views/explorer.py", label=t("softmax.learned_link"), icon="👻")
+    st.page_link(navigation.page_at("explorer"), label=t("softmax.learned_link"), icon="👻")
 
 
 def paper(trace: Trace) -> None:
@@ -146,7 +147,7 @@ def paper(trace: Trace) -> None:
     )
 
 
-def show(request: common.Request, trace: Trace) -> None:
+def show(request: session.Request, trace: Trace) -> None:
     st.subheader(t("lesson.on_your_model"))
     on_the_model(request, trace)
     paper(trace)
@@ -155,7 +156,3 @@ def show(request: common.Request, trace: Trace) -> None:
 def page() -> None:
     """Lesson 1: softmax must spend one unit of attention, so spare attention has to land somewhere."""
     lessons.lesson(("softmax.title", "softmax.intro"), show, before=toy_row)
-
-
-if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
-    page()

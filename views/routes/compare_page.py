@@ -11,9 +11,10 @@ from sinkscope.core.metrics import nan_mean, sink_rate
 from sinkscope.core.names import DEFAULT_EPS, HEAD_METRICS
 from sinkscope.plot.census_figures import fig_diff_map
 
-from views import common, url_state
-from views.html_figures import head_map, kind_counts
+from views.state import cache, session, url_state
 from views.text import language, num, t
+from views.widgets import controls
+from views.widgets.html_maps import head_map, kind_counts
 
 SIDES = ("a_", "b_")
 MIN_PREFIX = 8  # the shortest prefix whose sink rate the length curve shows
@@ -30,7 +31,7 @@ PRESET_TITLES = {"bos": "compare.preset_bos", "code": "compare.preset_code", "re
 
 def presets() -> list[str]:
     """The presets this server can run: two models only when Gemma is installed and allowed."""
-    config = common.shared().settings
+    config = cache.shared().settings
     runnable = lambda key: all(BUNDLED[m].installed() and config.allows(m) for m, _, _ in PRESETS[key])  # noqa: E731
     return [key for key in PRESETS if runnable(key)]
 
@@ -57,23 +58,23 @@ def restore_sides() -> None:
         apply_preset()
         return
     for prefix in SIDES:
-        url_state.restore_side(prefix, params, common.shared().settings, common.EXAMPLES)
+        url_state.restore_side(prefix, params, cache.shared().settings, session.EXAMPLES)
 
 
-def side(prefix: str, column: st.delta_generator.DeltaGenerator) -> common.Analysis | None:
+def side(prefix: str, column: st.delta_generator.DeltaGenerator) -> session.Analysis | None:
     with column:
         st.subheader(t("compare.side", side=prefix[0].upper()))
         with st.expander(t("compare.settings")):  # closed: the comparison, not the controls, fills the screen
-            request = common.request_controls(prefix)
+            request = controls.request_controls(prefix)
         example = st.session_state.get(prefix + "example")
-        titles = {key: t(value["title"]) for key, value in common.EXAMPLES.items()}
+        titles = {key: t(value["title"]) for key, value in session.EXAMPLES.items()}
         st.caption(t("compare.summary", model=request.model if request else "-",
                      text=titles.get(example, t("side.own_text")),
                      bos=t("compare.with_bos" if request and request.add_bos else "compare.without_bos")))  # fmt: skip
-        return common.analysis_of(request, prefix) if request is not None else None
+        return cache.analysis_of(request, prefix) if request is not None else None
 
 
-def label(prefix: str, analysis: common.Analysis) -> str:
+def label(prefix: str, analysis: session.Analysis) -> str:
     """What a legend calls a side, such as "A: smollm2-135m, 58 tokens"."""
     return t("compare.legend", side=prefix[0].upper(), model=analysis.request.model, n=analysis.trace.n_tokens)
 
@@ -98,7 +99,7 @@ def head_maps(a: Trace, b: Trace) -> None:
         st.info(t("compare.no_diff", a=f"{a.shape[0]} x {a.shape[1]}", b=f"{b.shape[0]} x {b.shape[1]}"))
 
 
-def profiles(sides: dict[str, common.Analysis]) -> None:
+def profiles(sides: dict[str, session.Analysis]) -> None:
     """Depth profiles overlaid (on relative depth when the layer counts differ), and head kinds per layer."""
     depths = {prefix: analysis.trace.shape[0] for prefix, analysis in sides.items()}
     relative = len(set(depths.values())) > 1
@@ -121,7 +122,7 @@ def prefix_lengths(n_tokens: int) -> np.ndarray:
     return np.unique(np.geomspace(MIN_PREFIX, n_tokens, 48).round().astype(int))
 
 
-def rate_curves(sides: dict[str, common.Analysis], eps: float) -> None:
+def rate_curves(sides: dict[str, session.Analysis], eps: float) -> None:
     by_length_x, by_length, by_eps = {}, {}, {}
     eps_grid = np.round(np.arange(0.05, 0.951, 0.05), 2)
     for prefix, analysis in sides.items():
@@ -148,7 +149,7 @@ def page() -> None:
     """Compare: two runs side by side (with and without BOS, prose and code, two models) on one colour scale."""
     st.title(t("compare.title"))
     st.caption(t("compare.intro"))
-    common.sidebar()  # the shared sidebar stays drawn, so its text and choices survive a visit here
+    controls.sidebar()  # the shared sidebar stays drawn, so its text and choices survive a visit here
     restore_sides()
     url_state.show_ignored()  # the sides' values come after the sidebar's notice: say them here, on this run
     options = presets()
@@ -167,7 +168,3 @@ def page() -> None:
     rate_curves(sides, eps)
     head_maps(a, b)
     profiles(sides)
-
-
-if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
-    page()

@@ -7,8 +7,9 @@ from sinkscope import plot
 from sinkscope.core.capture import Trace
 from sinkscope.experiments import interventions
 
-from views import common, lessons
-from views.text import language, num, t
+from views.state import cache, session
+from views.text import language, local_table, num, t
+from views.widgets import head_picker, lessons
 
 MODES = {"zero": "massive.mode_zero", "mean": "massive.mode_mean"}
 
@@ -28,18 +29,18 @@ def magnitudes(trace: Trace) -> None:
          t("massive.col_channel"): channel, t("massive.col_value"): round(value, 1)}
         for layer, token, channel, value in trace.massive
     ]  # fmt: skip
-    st.dataframe(common.local_table(pd.DataFrame(rows), 1), hide_index=True, height=240, key="ma_list")
+    st.dataframe(local_table(pd.DataFrame(rows), 1), hide_index=True, height=240, key="ma_list")
 
 
 def channel_map(trace: Trace) -> None:
     n_states = len(trace.layers["top1"])
     st.session_state.setdefault("ma_layer", int(np.argmax(trace.layers["top1"])))
-    common.clamp("ma_layer", n_states - 1)
+    head_picker.clamp("ma_layer", n_states - 1)
     layer = st.slider(t("massive.map_layer"), 0, n_states - 1, key="ma_layer")
     st.plotly_chart(plot.fig_channel_map(trace.residual[layer], list(trace.tokens), lang=language()), key="ma_map")
 
 
-def intervention(request: common.Request, trace: Trace) -> dict[str, tuple]:
+def intervention(request: session.Request, trace: Trace) -> dict[str, tuple]:
     """The form, and the comparison of every run so far; returns mode -> (intervention, outcome)."""
     st.subheader(t("massive.intervene"))
     if not trace.massive:
@@ -52,7 +53,7 @@ def intervention(request: common.Request, trace: Trace) -> dict[str, tuple]:
         start = st.slider(t("massive.from_layer"), 1, len(trace.layers["top1"]) - 1, key="ma_from")
         submitted = st.form_submit_button(t("lesson.run_intervention"))
     if submitted:
-        loaded = common.get_model(request.model, request.dtype)
+        loaded = cache.get_model(request.model, request.dtype)
         run = lambda: interventions.set_massive(loaded, trace.massive, mode, start, request.add_bos)  # noqa: E731
         args = (interventions.massive_cells(trace.massive), mode, start, request.add_bos)
         change = lessons.attempt(lambda: lessons.cached(request, "massive", args, run, t("massive.measuring")))
@@ -65,7 +66,7 @@ def intervention(request: common.Request, trace: Trace) -> dict[str, tuple]:
     return runs
 
 
-def ran(request: common.Request, trace: Trace) -> dict[str, tuple]:
+def ran(request: session.Request, trace: Trace) -> dict[str, tuple]:
     """The intact run and every intervention of this page already run on this text, as (change, outcome)."""
     changes = {mode: lessons.remembered(f"ma_{mode}", trace) for mode in MODES}
     changes = {mode: change for mode, change in changes.items() if change is not None}
@@ -100,7 +101,7 @@ def paper(trace: Trace, runs: dict[str, tuple]) -> None:
     )
 
 
-def show(request: common.Request, trace: Trace) -> None:
+def show(request: session.Request, trace: Trace) -> None:
     magnitudes(trace)
     channel_map(trace)
     paper(trace, intervention(request, trace))
@@ -109,7 +110,3 @@ def show(request: common.Request, trace: Trace) -> None:
 def page() -> None:
     """Lesson 3: massive activations, a few huge channels of the first token that act as fixed biases."""
     lessons.lesson(("massive.title", "massive.intro"), show)
-
-
-if __name__ == "__main__":  # Streamlit runs a page file as __main__; importing it runs nothing
-    page()

@@ -1,0 +1,187 @@
+"""The cache every session shares: results bounded by bytes, one run queue per model, and the jobs that fill it.
+
+A job's cache key is built in one place (``Job.cache_key``): the warm start and ``run_once`` find the same entries.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import streamlit as st
+from sinkscope.core.arrays import pool_max
+from sinkscope.core.bundled import BUNDLED
+from sinkscope.core.capture import LayerMaps, Trace, analyze, attention_maps, thumbnails
+from sinkscope.core.errors import SinkscopeError, TokenLimitError
+from sinkscope.core.models import LoadedModel, load_model, resolve_device
+from sinkscope.core.tokens import adds_bos_by_default, has_bos
+from sinkscope.serving.runs import BoundedCache, RunQueue
+from sinkscope.serving.settings import Settings
+
+from views.state.session import EXAMPLES, GPU_DTYPES, Analysis, Request, owner, settings
+from views.text import say, t
+
+
+@dataclass
+class Shared:
+    """Process-wide state: one run queue per model (and one for the lab) and one result cache bounded by
+    bytes, shared by every session: analyses, recomputed maps, lesson runs and lab runs alike."""
+
+    settings: Settings
+    results: BoundedCache
+    queues: dict[str, RunQueue] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def queue(self, name: str) -> RunQueue:
+        with self.lock:
+            return self.queues.setdefault(name, RunQueue())
+
+
+@st.cache_resource
+def shared() -> Shared:
+    config = settings()
+    return Shared(config, BoundedCache(config.cache_bytes, config.session_cache_bytes))
+
+
+@st.cache_resource(show_spinner=False, max_entries=2)
+def _cached_model(spec: str, dtype: str) -> LoadedModel:
+    return load_model(spec, dtype=dtype)
+
+
+def get_model(spec: str, dtype: str) -> LoadedModel:
+    with st.spinner(t("side.loading_model")):
+        return _cached_model(spec, dtype)
+
+
+@dataclass(frozen=True)
+class Job:
+    """One cacheable computation: it runs in ``queue``'s turn (a model spec, or "lab") and is cached under
+    ``cache_key``, the only place a key is built."""
+
+    queue: str
+    key: tuple[Hashable, ...]  # everything the result depends on, besides the queue
+    run: Callable[[], Any]
+
+    @property
+    def cache_key(self) -> tuple[Hashable, ...]:
+        return (self.queue, *self.key)
+
+    def result(self, owner: str, on_wait: Callable[[int], None] | None = None) -> Any:
+        """The cached result, or the run's in its queue's turn, charged to ``owner`` (a session or the warm start)."""
+        return shared().results.get_or_run(self.cache_key, owner, self.run, shared().queue(self.queue), on_wait=on_wait)
+
+
+def run_once(queue: str, key: tuple[Hashable, ...], run: Callable[[], Any], message: str) -> Any:
+    """The result cached under ``key`` for every session, or ``run()`` in ``queue``'s turn (a model, or
+    the lab); shows the queue position while waiting."""
+    job = Job(queue, key, run)
+    found = shared().results.get(job.cache_key)
+    if found is not None:
+        return found
+    notice = st.empty()
+
+    def waiting(ahead: int) -> None:
+        notice.info(t("common.waiting_one") if ahead == 1 else t("common.waiting_many", n=ahead))
+
+    with st.spinner(message):
+        result = job.result(owner(), on_wait=waiting)
+    notice.empty()
+    return result
+
+
+def token_limit(loaded: LoadedModel) -> int:
+    return min(shared().settings.max_tokens, loaded.info.max_tokens)
+
+
+def trace_job(loaded: LoadedModel, request: Request) -> Job:
+    """The job that analyzes a request's text: its key holds everything the trace depends on."""
+    limit = token_limit(loaded)
+
+    def run() -> Trace:
+        return analyze(loaded, request.text, max_tokens=limit, truncate=request.truncate, add_bos=request.add_bos)
+
+    return Job(request.model, ("trace", request.dtype, request.text, request.add_bos, request.truncate, limit), run)
+
+
+def get_trace(request: Request) -> Trace:
+    job = trace_job(get_model(request.model, request.dtype), request)
+    return run_once(job.queue, job.key, job.run, t("common.running_model"))
+
+
+def warm_examples() -> None:
+    """Load the default model and analyze every example text into the shared cache, as the sidebar would ask
+    for them: run once when the server starts, so a class's first visits find their heatmaps ready."""
+    config = settings()
+    spec = next(key for key in BUNDLED if config.allows(key))  # the sidebar's first choice
+    if not BUNDLED[spec].installed():
+        return
+    dtype = GPU_DTYPES[0] if resolve_device() == "cuda" else "auto"
+    loaded = _cached_model(spec, dtype)
+    add_bos = adds_bos_by_default(loaded.tokenizer) if has_bos(loaded.tokenizer) else None
+    for example in EXAMPLES.values():
+        trace_job(loaded, Request(spec, dtype, example["text"], add_bos, truncate=False)).result("warm-up")
+
+
+def get_layer_maps(request: Request, trace: Trace, layer: int) -> LayerMaps:
+    """One layer's maps of the trace's text: that layer alone runs, from the trace's h^layer."""
+    loaded, ids = get_model(request.model, request.dtype), trace.token_ids
+    run = lambda: attention_maps(loaded, ids, layer, start=trace.residual[layer])  # noqa: E731
+    return run_once(request.model, ("maps", request.dtype, ids, layer), run, t("common.recomputing_layer"))
+
+
+def get_layer_strip(request: Request, trace: Trace, layer: int) -> np.ndarray:
+    """Every head of one layer max-pooled to 64 x 64, (1, head, rows, cols): computed once per layer, not per scrub."""
+    maps = get_layer_maps(request, trace, layer)
+    run = lambda: np.stack([pool_max(m, 64)[0] for m in maps.weights])[None]  # noqa: E731
+    key = ("strip", request.dtype, trace.token_ids, layer)
+    return run_once(request.model, key, run, t("common.recomputing_layer"))
+
+
+def get_thumbnails(request: Request, token_ids: tuple[int, ...]) -> np.ndarray:
+    loaded = get_model(request.model, request.dtype)
+    run = lambda: thumbnails(loaded, token_ids, size=32)  # noqa: E731
+    return run_once(request.model, ("thumbnails", request.dtype, token_ids), run, t("common.drawing_heads"))
+
+
+def step_choices(choices: list[int]) -> list[int]:
+    """The training lengths this deployment allows (hosted mode caps them)."""
+    allowed = [steps for steps in choices if steps <= shared().settings.max_lab_steps]
+    return allowed or choices[:1]
+
+
+def _token_limit_notice(request: Request, err: TokenLimitError, prefix: str) -> None:
+    st.warning(t("common.too_long", error=say(err), limit=err.limit))
+    if st.button(t("common.truncate", limit=err.limit), key=prefix + "truncate_button"):
+        st.session_state[prefix + "truncate_text"] = request.text  # only this text: a new one is checked again
+        st.rerun()
+
+
+def analysis_of(request: Request, prefix: str = "") -> Analysis | None:
+    """The analysis of ``request``, or None with a message on the page."""
+    try:
+        return Analysis(request, get_trace(request))
+    except TokenLimitError as err:
+        _token_limit_notice(request, err, prefix)
+    except (SinkscopeError, RuntimeError, MemoryError) as err:  # a failed run must not end the session
+        st.error(say(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
+    return None
+
+
+def current_analysis(request: Request | None) -> Analysis | None:
+    """The analysis of the sidebar's text; after an error, the message and the previous result.
+
+    A session keeps only its last request: the result lives in the shared cache, bounded by bytes (a trace at
+    512 tokens is about 37 MB, mostly its residual norms), and is computed again if it was evicted.
+    """
+    analysis = analysis_of(request) if request is not None else None
+    if analysis is not None:
+        st.session_state["last_request"] = request
+        return analysis
+    previous = st.session_state.get("last_request")
+    if previous is None or previous == request:
+        return None
+    st.caption(t("common.previous_result"))
+    return analysis_of(previous)

@@ -1,0 +1,88 @@
+"""What one browser session is: its settings, its request and analysis, its language, the values it carries."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import streamlit as st
+from sinkscope.core.capture import Trace
+from sinkscope.core.i18n import LANGUAGES, pick_language
+from sinkscope.core.models import resolve_device
+from sinkscope.serving.settings import Settings
+
+from views.text import set_language
+
+ROOT = Path(__file__).resolve().parents[2]  # the repository: assets/ and docs/ ship beside the app
+ASSETS = ROOT / "assets"
+EXAMPLES = {e["id"]: e for e in json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))}
+CARRIED = (
+    "lang", "model_choice", "model_path", "dtype", "example", "text", "add_bos", "layer", "head",
+    "metric", "eps", "log_scale", "past_sink", "value_units", "tab_id",
+    *(side + key for side in ("a_", "b_") for key in ("model_choice", "model_path", "example", "text", "add_bos")),
+    "compare_preset", "compare_metric", "compare_eps", "census_source", "census_folder", "census_eps",
+)  # fmt: skip  # widgets of other pages and of the explorer's closed tabs keep their values
+
+
+def _secrets() -> dict[str, str]:
+    try:
+        return {key: str(value) for key, value in st.secrets.items() if not isinstance(value, dict)}
+    except (FileNotFoundError, st.errors.StreamlitSecretNotFoundError):
+        return {}
+
+
+def settings() -> Settings:
+    """Environment variables win over .streamlit/secrets.toml."""
+    return Settings.from_env(_secrets() | dict(os.environ))
+
+
+GPU_DTYPES = ["bfloat16", "float16", "float32"]
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the sidebar asks for: plain strings and ints, so results cache by value."""
+
+    model: str
+    dtype: str
+    text: str
+    add_bos: bool | None
+    truncate: bool
+
+
+@dataclass(frozen=True)
+class Analysis:
+    request: Request
+    trace: Trace
+
+
+def owner() -> str:
+    """This browser session, for per-session cache bounds."""
+    return st.session_state.setdefault("owner", uuid.uuid4().hex)
+
+
+def chosen_dtype() -> str:
+    """The sidebar's GPU precision (every model on a CPU runs in float32)."""
+    return st.session_state.get("dtype", GPU_DTYPES[0]) if resolve_device() == "cuda" else "auto"
+
+
+def choose_language() -> None:
+    """This run's language: the picker's, else ?lang= in the URL, else the browser's, else English."""
+    state = st.session_state
+    if state.get("lang") not in LANGUAGES:
+        state["lang"] = pick_language(st.query_params.get("lang"), st.context.locale)
+    set_language(state["lang"])
+
+
+def carry_over() -> None:
+    """Keep shared widget values when the user moves to another page.
+
+    A widget belongs to the page that drew it: Streamlit drops its value when another page's script
+    runs. Writing the value back as plain session state lets the next page's widget start from it.
+    """
+    for key in CARRIED:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]

@@ -1,0 +1,131 @@
+"""The sidebar every page draws: language, model, text (example, typed or uploaded), BOS toggle and token count."""
+
+from __future__ import annotations
+
+import streamlit as st
+from sinkscope.core.bundled import BUNDLED
+from sinkscope.core.errors import InputError, SinkscopeError, TokenLimitError
+from sinkscope.core.i18n import LANGUAGES
+from sinkscope.core.models import LoadedModel, resolve_device
+from sinkscope.core.tokens import adds_bos_by_default, decode_text, encode, has_bos
+from sinkscope.serving.settings import Settings
+
+from views.state import navigation
+from views.state.cache import get_model, shared, token_limit
+from views.state.session import EXAMPLES, GPU_DTYPES, Request, carry_over, chosen_dtype
+from views.state.url_state import CUSTOM, URL_TEXT_LIMIT, restore_from_url, show_ignored
+from views.text import language, say, t
+
+
+def model_choices(config: Settings) -> dict[str, str]:
+    """Selectbox options: the allowed bundled models, plus a free field outside hosted mode."""
+    labels = {
+        key: spec.label + ("" if spec.installed() else t("side.not_installed"))
+        for key, spec in BUNDLED.items()
+        if config.allows(key)
+    }
+    if not config.hosted:
+        labels[CUSTOM] = t("side.other_model")
+    return labels
+
+
+def _model_picker(prefix: str = "") -> str:
+    config = shared().settings
+    labels = model_choices(config)
+    choice = st.selectbox(t("side.model"), list(labels), format_func=labels.get, key=prefix + "model_choice")
+    spec = st.text_input(t("side.model_path"), key=prefix + "model_path") if choice == CUSTOM else choice
+    return (spec or "").strip()
+
+
+def _take_upload(prefix: str) -> None:
+    """Put an uploaded file's text into the text box, or remember why it cannot be used."""
+    state, upload = st.session_state, st.session_state.get(prefix + "upload")
+    state.pop(prefix + "upload_error", None)
+    if upload is None:
+        return
+    try:
+        state[prefix + "text"] = decode_text(upload.getvalue(), upload.name, shared().settings.max_upload_bytes)
+        state[prefix + "example"] = state[prefix + "loaded_example"] = CUSTOM
+    except InputError as err:
+        state[prefix + "upload_error"] = say(err)
+
+
+def _text_edited(prefix: str) -> None:
+    """Any edit of an example makes the text the user's own, so a shared link carries the edited text."""
+    state = st.session_state
+    example = state.get(prefix + "example")
+    if example in EXAMPLES and state.get(prefix + "text") != EXAMPLES[example]["text"]:
+        state[prefix + "example"] = state[prefix + "loaded_example"] = CUSTOM
+
+
+def _text_input(prefix: str = "") -> str:
+    """An example picker, the text box it fills and an upload; ``prefix`` keeps a compare side's own keys."""
+    ids = [*EXAMPLES, CUSTOM]
+    titles = {k: t(EXAMPLES[k]["title"]) for k in EXAMPLES} | {CUSTOM: t("side.own_text")}
+    example = st.selectbox(t("side.example"), ids, format_func=titles.get, key=prefix + "example")
+    if example != CUSTOM:
+        st.caption(t(EXAMPLES[example]["teaches"]))
+        if st.session_state.get(prefix + "loaded_example") != example:
+            st.session_state[prefix + "text"] = EXAMPLES[example]["text"]  # an example fills the box; edits are kept
+            st.session_state[prefix + "loaded_example"] = example
+    max_chars = shared().settings.max_upload_bytes  # a paste is held to the upload limit
+    text = st.text_area(t("side.text"), key=prefix + "text", height=180, max_chars=max_chars,
+                        on_change=_text_edited, args=(prefix,))  # fmt: skip
+    if st.session_state.get(prefix + "example") == CUSTOM and text.strip():  # how much of a text a link carries
+        st.caption(t("side.not_in_url" if len(text) > URL_TEXT_LIMIT else "side.in_url", limit=URL_TEXT_LIMIT))
+    limit_kb = shared().settings.max_upload_bytes // 1024
+    st.file_uploader(t("side.upload", kb=limit_kb), type=["txt"], key=prefix + "upload", on_change=_take_upload,
+                     args=(prefix,))  # fmt: skip
+    if prefix + "upload_error" in st.session_state:
+        st.error(st.session_state[prefix + "upload_error"])
+    return text
+
+
+def _token_count_caption(loaded: LoadedModel, text: str, add_bos: bool | None) -> None:
+    limit = token_limit(loaded)
+    n_tokens: int | None = 0
+    try:
+        n_tokens = len(encode(loaded.tokenizer, text, limit, add_bos=add_bos))
+    except TokenLimitError as err:
+        n_tokens = err.n_tokens  # None: too long to count in full
+    except SinkscopeError:
+        pass  # an empty text has no tokens
+    over = n_tokens is None
+    st.caption(t("side.token_count_over" if over else "side.token_count", n=n_tokens, limit=limit))
+
+
+def sidebar() -> Request | None:
+    """Draw the shared controls; return the request, or None with a message when there is none yet."""
+    carry_over()
+    restore_from_url(shared().settings, EXAMPLES)
+    with st.sidebar:
+        show_ignored()
+        st.selectbox(t("side.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang")
+        st.page_link(navigation.page_at("metrics"), label=t("side.definitions"), icon="📖")
+        if resolve_device() == "cuda":
+            st.selectbox(t("side.gpu_dtype"), GPU_DTYPES, key="dtype")
+        return request_controls()
+
+
+def request_controls(prefix: str = "") -> Request | None:
+    """Model, text and BOS toggle; the request they make, or None with a message when there is none yet."""
+    spec, dtype = _model_picker(prefix), chosen_dtype()
+    if not spec:
+        st.info(t("side.type_model"))
+        return None
+    try:
+        loaded = get_model(spec, dtype)
+    except SinkscopeError as err:
+        st.error(say(err))
+        return None
+    st.text(loaded.info.badge(language()))
+    text = _text_input(prefix)
+    add_bos = None
+    if has_bos(loaded.tokenizer):
+        st.session_state.setdefault(prefix + "add_bos", adds_bos_by_default(loaded.tokenizer))
+        # a compare side is half as wide as the sidebar's text: a shorter label
+        label = t("compare.add_bos" if prefix else "side.add_bos", token=loaded.tokenizer.bos_token)
+        add_bos = st.toggle(label, key=prefix + "add_bos", help=t("side.add_bos_help"))
+    _token_count_caption(loaded, text, add_bos)
+    truncate = st.session_state.get(prefix + "truncate_text") == text
+    return Request(spec, dtype, text, add_bos, truncate=truncate)
