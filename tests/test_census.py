@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import psutil
 import pytest
-from sinkscope import census
+from sinkscope.census import runner
 from sinkscope.census import files as census_files
 from sinkscope.census.corpus import content_id
 from sinkscope.census.runner import CensusRequest, Cluster, run_census
@@ -86,9 +86,9 @@ def test_a_rerun_skips_written_windows_and_an_interrupted_run_resumes(
     folder: Path, tiny_dir: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     out, request = tmp_path / "out", CensusRequest(str(folder), [tiny_dir], LENGTHS, windows_per_doc=2)
-    monkeypatch.setattr(census, "FLUSH_WINDOWS", 2)
+    monkeypatch.setattr(runner, "FLUSH_WINDOWS", 2)
 
-    def crash(progress: census.CensusProgress) -> None:
+    def crash(progress: runner.CensusProgress) -> None:
         if progress.windows >= 5:
             raise KeyboardInterrupt  # the user pressed Ctrl-C mid-run
 
@@ -114,7 +114,7 @@ def test_a_killed_worker_is_retried_and_every_window_is_written_once(
 ) -> None:
     killed = []
 
-    def kill_one_worker(progress: census.CensusProgress) -> None:
+    def kill_one_worker(progress: runner.CensusProgress) -> None:
         workers = [p for p in psutil.process_iter(["cmdline"]) if "CensusWorker" in " ".join(p.info["cmdline"] or [])]
         if not killed and workers:
             os.kill(workers[0].pid, signal.SIGKILL)
@@ -223,7 +223,7 @@ def test_repeated_ids_and_identical_texts_stay_separate_documents(tiny_dir: str,
     ids = set(heads["doc_id"])
     assert ids == {"x", "x#2", digest, f"{digest}#2"}
     assert heads.groupby("doc_id").size().nunique() == 1  # every document has one window's heads, not two
-    assert "2 with an id seen before" in census.describe(summary)
+    assert "2 with an id seen before" in runner.describe(summary)
 
 
 def test_a_corpus_with_no_readable_document_is_told_why_not_to_shorten_its_windows(

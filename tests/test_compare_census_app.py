@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from tests.app_pages import go_to
 from tests.html_figure import html_figure
 from tests.test_app import ROOT, TIMEOUT, array, chart
-from views import compare
+from views.routes import compare_page
 from views.state import cache
 
 SHIPPED = ROOT / "assets" / "census" / "pydoc-smollm2"
@@ -60,7 +60,7 @@ def test_the_length_curve_is_the_sink_rate_of_each_prefix_run_on_its_own(smollm2
     assert at.text_area(key="b_text").value.startswith("def moving_average")
     curve = chart(at, "compare_by_length")["data"][0]
     lengths, rates = array(curve["x"]).astype(int), array(curve["y"])
-    assert lengths[0] == compare.MIN_PREFIX and len(lengths) > 10
+    assert lengths[0] == compare_page.MIN_PREFIX and len(lengths) > 10
     ids = ids_with_bos(smollm2, at.text_area(key="a_text").value)
     assert lengths[-1] == len(ids)
     for index in (0, len(lengths) // 2):

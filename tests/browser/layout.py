@@ -8,13 +8,15 @@ from pathlib import Path
 from playwright.sync_api import Page, expect
 
 PROBLEMS_JS = (Path(__file__).parent / "layout.js").read_text(encoding="utf-8")
+CHARTS_DRAWN = """() => [...document.querySelectorAll(".stPlotlyChart")]
+    .every(chart => chart.querySelector(".main-svg .gtitle, .main-svg .xtick"))"""  # titled or ticked: laid out
 
 
 def settled(page: Page, timeout: float = 240_000) -> None:
     """Wait until the app has finished running this page (Streamlit's own script-state flag) and drawn its charts."""
     expect(page.get_by_test_id("stSidebarNav")).to_be_visible(timeout=timeout)
     expect(page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning", timeout=timeout)
-    page.wait_for_timeout(1500)  # plotly draws after the script ends
+    page.wait_for_function(CHARTS_DRAWN, timeout=timeout)  # plotly draws after the script ends
 
 
 def layout_problems(page: Page) -> list[str]:

@@ -24,5 +24,5 @@ def test_a_direct_link_to_any_page_logs_no_console_error(page: Page, app_url: st
     page.on("response", lambda reply: problems.append(f"{reply.status} {reply.url}") if reply.status >= 400 else None)
     page.goto(f"{app_url}/{url_path}")
     expect(page.get_by_test_id("stSidebarNav")).to_be_visible(timeout=180_000)
-    page.wait_for_timeout(1500)
+    page.wait_for_load_state("networkidle")  # every request the page makes has been answered
     assert not problems
