@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import psutil
 import pytest
-from sinkscope.census import runner
 from sinkscope.census import files as census_files
+from sinkscope.census import runner
 from sinkscope.census.corpus import content_id
 from sinkscope.census.runner import CensusRequest, Cluster, run_census
 from sinkscope.cli import main
