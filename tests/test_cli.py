@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 import json
 import subprocess
 import sys
@@ -11,11 +13,24 @@ from pathlib import Path
 import pytest
 import torch
 from sinkscope import lab
+from sinkscope.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
+    """``sinkscope ARGS`` in this process (no interpreter and torch start per call): exit status and output."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            status = main(list(args))
+        except SystemExit as stop:  # argparse's usage errors
+            status = stop.code
+    return subprocess.CompletedProcess(["sinkscope", *args], status, out.getvalue(), err.getvalue())
+
+
+def process(*args: str) -> subprocess.CompletedProcess:
+    """``python -m sinkscope ARGS`` in a process of its own, as a user runs it."""
     return subprocess.run([sys.executable, "-m", "sinkscope", *args], cwd=ROOT, capture_output=True, text=True)
 
 
@@ -23,7 +38,7 @@ def test_analyze_writes_the_documented_csvs_and_json(tmp_path: Path) -> None:
     text = tmp_path / "essay.txt"
     text.write_text("The first token collects attention that has nowhere else to go.", encoding="utf-8")
     heads, layers, out = tmp_path / "heads.csv", tmp_path / "layers.csv", tmp_path / "out.json"
-    done = cli("analyze", "--text-file", str(text), "--heads-csv", str(heads), "--layers-csv", str(layers),
+    done = process("analyze", "--text-file", str(text), "--heads-csv", str(heads), "--layers-csv", str(layers),
                "--json", str(out), "--eps", "0.4")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "sink rate (eps=0.4" in done.stdout and "float32" in done.stdout

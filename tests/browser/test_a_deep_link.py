@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from views.site import ROUTES
+from views.site import DEFAULT, ROUTES
 
 
 def test_a_first_visit_to_a_page_link_shows_the_app_navigation(page: Page, app_url: str) -> None:
@@ -16,7 +16,7 @@ def test_a_first_visit_to_a_page_link_shows_the_app_navigation(page: Page, app_u
     expect(nav.get_by_text("common")).to_have_count(0)
 
 
-@pytest.mark.parametrize("url_path", [route.url_path for route in ROUTES])
+@pytest.mark.parametrize("url_path", ["" if r.url_path == DEFAULT else r.url_path for r in ROUTES])  # "/": default
 def test_a_direct_link_to_any_page_logs_no_console_error(page: Page, app_url: str, url_path: str) -> None:
     """Streamlit's page would first look for its server under the link's path (two 404s): serve.py says where."""
     problems: list[str] = []

@@ -25,7 +25,6 @@ from typing import Any
 import numpy as np
 
 from sinkscope.core.errors import InputError
-from sinkscope.core.models import load_tokenizer
 from sinkscope.core.tokens import cut_windows, decode_text
 
 log = logging.getLogger(__name__)
@@ -197,6 +196,8 @@ class Windower:
     """
 
     def __init__(self, models: list[str], lengths: list[int], per_doc: int, done: Collection[WindowKey]) -> None:
+        from sinkscope.core.models import load_tokenizer  # here, not at the top: reading files needs no torch
+
         self.tokenizers = {spec: load_tokenizer(spec)[0] for spec in models}
         self.lengths, self.per_doc, self.done = lengths, per_doc, set(done)
 
