@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 from sinkscope.core import metrics
@@ -180,3 +183,18 @@ def test_softmax_plus_one_is_softmax_with_a_silent_key() -> None:
     with_key = metrics.softmax(np.concatenate([np.zeros((5, 1)), x], axis=1))
     np.testing.assert_allclose(metrics.softmax_plus_one(x), with_key[:, 1:], rtol=1e-12)
     np.testing.assert_allclose(metrics.softmax(np.full(4, 700.0)), 0.25)  # no overflow
+
+
+def test_every_table_row_of_the_definitions_has_its_headers_columns() -> None:
+    """A `|` inside a formula splits a Markdown table cell, and the page would cut the definition there."""
+    lines = (Path(__file__).resolve().parent.parent / "docs" / "metrics.md").read_text(encoding="utf-8").split("\n")
+    columns, checked = 0, 0
+    for line in lines:
+        if not line.startswith("|"):
+            columns = 0
+            continue
+        cells = len(re.findall(r"(?<!\\)\|", line)) - 1
+        columns = columns or cells  # the first row of a table is its header
+        assert cells == columns, line[:80]
+        checked += 1
+    assert checked > 20
