@@ -9,6 +9,7 @@ import re
 import pandas as pd
 import pytest
 from sinkscope.core import i18n
+from sinkscope.experiments import claims
 from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import go_to
@@ -181,3 +182,20 @@ def test_scrubbing_a_head_keeps_the_language() -> None:
     at.slider(key="head").set_value(3).run()
     assert chart(at, "one_head_map")["layout"]["title"]["text"].startswith("Camada ")
     assert at.title[0].value == "Sorvedouros de atenção, cabeça por cabeça"
+
+
+@pytest.mark.parametrize(
+    ("lang", "ratio", "written"),
+    [("en", 0.4, "2.5x less"), ("en", 2.5, "2.5x more"), ("fr", 0.0190 / 0.0453, "2,4 fois moins"),
+     ("pt", 3.0, "3x mais"), ("en", 1.02, "about as much"), ("fr", float("nan"), "—")],
+)  # fmt: skip
+def test_a_ratio_is_written_from_its_larger_side(lang: str, ratio: float, written: str) -> None:
+    """C6: the French break page said "0.4x more change" for KL 0.0190 against 0.0453."""
+    assert i18n.Text(lang).times(ratio) == written
+
+
+def test_the_sensitivity_claim_says_less_when_token_0_moves_predictions_less() -> None:
+    verdict = claims.from_sensitivity({0: 0.0190, 53: 0.0453})
+    assert verdict.status == "differs"
+    assert verdict.measured.text("en").endswith("moves later predictions 2.4x less than nudging a middle token")
+    assert "2,4 fois moins que" in verdict.measured.text("fr")

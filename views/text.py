@@ -37,6 +37,11 @@ def num(value: float, spec: str = ".3f") -> str:
     return Text(language()).num(value, spec)
 
 
+def times(ratio: float) -> str:
+    """A ratio written from the larger side: "2.5x less", never "0.4x more"."""
+    return Text(language()).times(ratio)
+
+
 def kind_label(kind: object) -> str:
     return Text(language()).kind(kind)
 

@@ -1,11 +1,13 @@
 """Lesson 5: break the sink, by removing it, by replacing the first token, or by nudging it."""
 
+import math
+
 import streamlit as st
 from sinkscope.core.capture import Trace
 from sinkscope.experiments import interventions
 
 from views.state import cache, session
-from views.text import num, t
+from views.text import num, t, times
 from views.widgets import head_picker, lessons
 
 REPLACEMENTS = {
@@ -85,9 +87,9 @@ def sensitivity(request: session.Request, trace: Trace) -> dict[int, float] | No
 
 
 def ratio_text(kl: dict[int, float]) -> str:
-    """How many times more the predictions move when the first token is nudged."""
+    """How much more (or less) the predictions move when the first token is nudged than the other one."""
     first, other = kl.values()
-    return f"{num(first / other, '.1f')}x" if other > 0 else "—"
+    return times(first / other if other > 0 else math.inf)
 
 
 def paper(found: dict[type, str], kl: dict[int, float] | None) -> None:

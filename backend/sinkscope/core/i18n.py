@@ -31,6 +31,16 @@ def catalogue(code: str) -> dict[str, str]:
     return json.loads((LOCALES / f"{code}.json").read_text(encoding="utf-8"))
 
 
+def times(ratio: float) -> Message:
+    """How ``ratio`` compares to 1, written so that the number is at least 1: 0.4 is "2.5x less", never "0.4x more"."""
+    if ratio != ratio or ratio <= 0:  # NaN or nothing to compare
+        return Message.of("num.times_none")
+    shown = max(ratio, 1 / ratio)
+    if round(shown, 1) == 1.0:
+        return Message.of("num.times_same")
+    return Message.of("num.times_more" if ratio > 1 else "num.times_less", times=round(shown, 1))
+
+
 def pick_language(*candidates: str | None) -> str:
     """The first candidate that names a supported language ('fr', 'pt-BR', 'fr-CA' ...), else English."""
     for candidate in candidates:
@@ -81,6 +91,10 @@ class Text:
         if written.startswith("-") and not written.strip("-0.,e+%"):
             written = written[1:]  # a value that rounds to zero has no sign: "-0.00" reads as a bug
         return "".join(decimal if c == "." else thousands if c == "," else c for c in written)
+
+    def times(self, ratio: float) -> str:
+        """``ratio`` as "2.5x more" or "2.5x less" in this language (``times``)."""
+        return times(ratio).text(self.lang)
 
     def kind(self, kind: object) -> str:
         """A head kind (metrics.md's label) in this language."""

@@ -7,13 +7,14 @@ check; the published numbers and sources live in the catalogues (``claims.<id>.*
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from sinkscope.core.capture import Trace
-from sinkscope.core.i18n import Message
+from sinkscope.core.i18n import Message, times
 from sinkscope.experiments.interventions import Outcome
 from sinkscope.lab.polarization import PolarizeRun
 from sinkscope.lab.toy import Finding, TrainingRun, findings
@@ -122,7 +123,7 @@ def from_sensitivity(kl: Mapping[int, float] | None) -> Verdict:
     if kl is None:
         return Verdict("one_token", "needs_run", None)
     first, other = kl.values()
-    return _verdict("one_token", first > other, "claims.yours.kl", ratio=round(first / other, 1) if other else "∞")
+    return _verdict("one_token", first > other, "claims.yours.kl", ratio=times(first / other if other else math.inf))
 
 
 def from_streaming(ppl: Mapping[str, float] | None) -> Verdict:
