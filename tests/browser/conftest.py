@@ -91,10 +91,3 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     if report.when == "call" and report.failed and page is not None:
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"{item.name}.png"), full_page=True)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every browser test on one pytest-xdist worker: they share one server, while the other worker runs the rest."""
-    for item in items:
-        if Path(item.fspath).parent == Path(__file__).parent:
-            item.add_marker(pytest.mark.xdist_group("browser"))
