@@ -347,6 +347,9 @@ def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live(
     assert len(shipped) == 12 and set(shipped["attention"]) == set(TASK_VARIANTS)
     verdicts = " ".join(m.value for m in at.markdown)
     assert "Softmax forms a sink" in verdicts and verdicts.count("Reproduces.") == 4  # not the gate: see the lab
+    # C7: the shipped ReLU run ends one-hot; the page says so and why (dead units, not normalization)
+    assert "near one-hot (entropy below half its start) for: softmax, softmax+1, relu;" in verdicts
+    assert "stayed spread for: sigmoid, linear." in verdicts and "relu ends one-hot too" in verdicts
     assert at.selectbox(key="train_shown").value == ("softmax", 0)  # the story starts on softmax
     assert chart(at, "train_bos")["layout"]["yaxis"]["title"]["text"] == "share of attention"
     at.selectbox(key="train_shown").set_value(("sigmoid", 0)).run()

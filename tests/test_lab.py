@@ -138,3 +138,11 @@ def test_findings_of_the_built_in_sinks_follow_their_thresholds() -> None:
     assert found["gate"] == toy.Finding("gate", "gated", 0.05, True, 0.02)
     kept = {f.claim: f.holds for f in toy.findings([run("sink-logit", 0.05, 0.8, 1.0), run("gated", 0.3, 1.0, 0.02)])}
     assert kept == {"learned": False, "gate": False}  # the logit took too little; BOS kept too much
+
+
+def test_a_relu_run_that_ends_one_hot_is_told_apart_by_its_dead_units() -> None:
+    """C7: "variants without normalization lack this term", beside a ReLU run whose weights end one-hot."""
+    runs = {v: lab.PolarizeRun.load(SHIPPED / "polarize" / f"{v}-logistic-seed0.json") for v in POLARIZE_VARIANTS}
+    assert {v for v, run in runs.items() if run.polarized()} == {"softmax", "softmax+1", "relu"}
+    assert runs["relu"].dead() == len(runs["relu"].weights[-1]) - 1  # every candidate but the winner sits at 0
+    assert runs["softmax"].dead() == runs["sigmoid"].dead() == 0

@@ -1,2 +1,4 @@
-"""Streamlit pages, routed by app.py's st.navigation. Not named pages/: Streamlit would also auto-route that
-folder, and a first visit to /lab on a fresh server would then run the page without app.py."""
+"""The Streamlit app: pages (``routes``), what they share (``widgets``), what sessions and the server keep (``state``).
+
+Not named pages/: Streamlit would auto-route that folder, and a first visit to /lab on a fresh server would then
+run the page without app.py."""

@@ -99,3 +99,16 @@ def section() -> None:
     )
     summary = ", ".join(f"{v} {num(r.entropy[0], '.2f')} → {num(r.entropy[-1], '.2f')}" for v, r in runs.items())
     st.caption(t("lab.polarize_summary", summary=summary) + " " + t("lab.citation"))
+    st.markdown(what_polarized(runs))
+
+
+def what_polarized(runs: dict[str, lab.PolarizeRun]) -> str:
+    """Which variants ended near one-hot in these runs, and why a variant without normalization could."""
+    polarized = [v for v, r in runs.items() if r.polarized()]
+    flat = [v for v in runs if v not in polarized]
+    said = [t("lab.polarized_which", polarized=", ".join(polarized) or "—", flat=", ".join(flat) or "—")]
+    for variant in polarized:
+        run = runs[variant]
+        if variant not in ("softmax", "softmax+1") and run.dead():  # one-hot without the softmax's coupling
+            said.append(t("lab.polarized_dead", variant=variant, dead=run.dead(), n=len(run.weights[-1])))
+    return " ".join(said)

@@ -1,4 +1,4 @@
-"""``python -m backend intervene``: break one mechanism and print the loss and predictions before and after."""
+"""``sinkscope intervene``: break one mechanism and print the loss and predictions before and after."""
 
 from __future__ import annotations
 

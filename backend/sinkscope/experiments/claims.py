@@ -95,7 +95,7 @@ def from_polarize(runs: Mapping[str, PolarizeRun]) -> list[Verdict]:
     return [
         _verdict(
             "polarizes",
-            softmax.entropy[-1] < softmax.entropy[0] / 2,
+            softmax.polarized(),
             "claims.yours.entropy",
             start=round(softmax.entropy[0], 2),
             end=round(softmax.entropy[-1], 2),

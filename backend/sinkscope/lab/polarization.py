@@ -65,6 +65,14 @@ class PolarizeRun:
     def load(path: Path) -> PolarizeRun:
         return PolarizeRun(**json.loads(path.read_text()))
 
+    def polarized(self) -> bool:
+        """Whether the weights ended near one-hot: entropy below half its start (the scoreboard's test)."""
+        return self.entropy[-1] < self.entropy[0] / 2
+
+    def dead(self) -> int:
+        """Candidates whose final weight is exactly 0: a ReLU score below 0 gets no gradient and never comes back."""
+        return sum(weight == 0 for weight in self.weights[-1])
+
 
 def polarize(
     variant: str = "softmax", loss: str = "logistic", candidates: int = 8, dim: int = 16, samples: int = 256,

@@ -1,0 +1,1 @@
+"""The pages, one module per URL (``<url>_page.py``), each a ``page()`` callable that views/site.py routes."""
