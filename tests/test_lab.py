@@ -146,3 +146,13 @@ def test_a_relu_run_that_ends_one_hot_is_told_apart_by_its_dead_units() -> None:
     assert {v for v, run in runs.items() if run.polarized()} == {"softmax", "softmax+1", "relu"}
     assert runs["relu"].dead() == len(runs["relu"].weights[-1]) - 1  # every candidate but the winner sits at 0
     assert runs["softmax"].dead() == runs["sigmoid"].dead() == 0
+
+
+def test_a_softmax_plus_one_sink_that_forms_and_goes_is_found() -> None:
+    """C9: softmax+1 seed 0 "needs no sink", beside a table whose first step >= 0.9 is 250."""
+    seed0, seed1 = (toy.TrainingRun.load(SHIPPED / "backcopy" / f"softmax+1-seed{s}.json") for s in (0, 1))
+    peak, step, released = seed0.transient_sink()
+    assert peak >= 0.9 and seed0.first_sink_step() <= step < released and seed0.final("bos_dormant").max() <= 0.1
+    assert seed1.transient_sink()[0] >= 0.8
+    softmax = toy.TrainingRun.load(SHIPPED / "backcopy" / "softmax-seed0.json")
+    assert softmax.transient_sink() is None  # a sink that stays is no transient

@@ -94,7 +94,18 @@ def verdicts(runs: Runs) -> None:
         verdict = t("lab.reproduces" if found.holds else "lab.differs")
         where = {} if found.where is None else {"where": num(found.where)}
         st.markdown(t(CLAIM_KEYS[found.claim], value=num(found.value), verdict=verdict, **where))
+        if found.claim == "withhold":
+            transient(runs)
     st.caption(t("lab.sources"))
+
+
+def transient(runs: Runs) -> None:
+    """Softmax+1 runs that park on BOS before they learn to withhold: the verdict reads only their last step."""
+    for (variant, seed), run in sorted(runs.items()):
+        went = run.transient_sink() if variant == "softmax+1" else None
+        if went is not None:
+            peak, step, released = went
+            st.markdown(t("lab.transient_sink", seed=seed, peak=num(peak, ".2f"), step=step, released=released))
 
 
 def one_run(runs: Runs) -> None:

@@ -156,6 +156,17 @@ class TrainingRun:
             return None
         return next((s for s, bos in zip(self.steps, self.bos_dormant, strict=True) if np.max(bos) >= threshold), None)
 
+    def transient_sink(self, peak: float = 0.5, silent: float = 0.1) -> tuple[float, int, int] | None:
+        """A sink that formed and went: (its largest BOS weight at dormant queries, the step of that peak, the first
+        step after it where every head is back at or below ``silent``), when the peak reached ``peak`` and the run
+        ends silent; otherwise None."""
+        strongest = [float(np.max(bos)) for bos in self.bos_dormant]  # per checkpoint, over heads
+        top = int(np.argmax(strongest))
+        if self.variant not in SHARES or strongest[top] < peak or strongest[-1] > silent:
+            return None
+        released = next(s for s, value in zip(self.steps[top:], strongest[top:], strict=True) if value <= silent)
+        return strongest[top], self.steps[top], released
+
     def save(self, path: Path) -> None:
         path.write_text(json.dumps(asdict(self)))
 
