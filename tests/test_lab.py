@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -156,3 +157,12 @@ def test_a_softmax_plus_one_sink_that_forms_and_goes_is_found() -> None:
     assert seed1.transient_sink()[0] >= 0.8
     softmax = toy.TrainingRun.load(SHIPPED / "backcopy" / "softmax-seed0.json")
     assert softmax.transient_sink() is None  # a sink that stays is no transient
+
+
+@pytest.mark.parametrize("task", ["backcopy", "trigger", "induction"])
+def test_no_verdict_comes_from_a_run_that_did_not_learn(task: str) -> None:
+    runs = [toy.TrainingRun.load(path) for path in sorted((SHIPPED / task).glob("*.json"))]
+    learned = [run for run in runs if run.learned()]
+    assert toy.findings(runs) == toy.findings(learned)
+    forgetful = [dataclasses.replace(run, accuracy=[*run.accuracy[:-1], 0.5]) for run in runs]
+    assert toy.findings(forgetful) == []

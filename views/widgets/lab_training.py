@@ -90,6 +90,12 @@ def where_it_went(run: toy.TrainingRun, head: tuple[int, ...]) -> str:
 
 
 def verdicts(runs: Runs) -> None:
+    unlearned = [(variant, seed, run) for (variant, seed), run in sorted(runs.items()) if not run.learned()]
+    if unlearned:
+        said = ", ".join(
+            t("lab.run_accuracy", variant=v, seed=s, accuracy=num(r.accuracy[-1], ".2f")) for v, s, r in unlearned
+        )
+        st.markdown(t("lab.not_learned", runs=said, threshold=num(toy.LEARNED, ".1f")))
     for found in toy.findings(list(runs.values())):
         verdict = t("lab.reproduces" if found.holds else "lab.differs")
         where = {} if found.where is None else {"where": num(found.where)}

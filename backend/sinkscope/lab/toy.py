@@ -29,6 +29,7 @@ from sinkscope.lab.polarization import normalize
 from sinkscope.lab.tasks import IGNORE, TASKS, Batch
 
 ROW_SUMS_TO_ONE = ("softmax", "gated")  # softmax+1 and sink-logit rows may withhold mass; sigmoid, linear: raw
+LEARNED = 0.9  # accuracy at active queries a run needs before its heads give a verdict
 SHARES = ("softmax", "softmax+1", "sink-logit", "gated")  # rows of shares of one unit: a BOS weight of 0.9 is a sink
 Progress = Callable[[int, int], bool]  # (step, steps) -> keep going?
 PROBE = 256  # sequences every checkpoint is measured on
@@ -156,6 +157,11 @@ class TrainingRun:
             return None
         return next((s for s, bos in zip(self.steps, self.bos_dormant, strict=True) if np.max(bos) >= threshold), None)
 
+    def learned(self) -> bool:
+        """Whether the task was learned: accuracy at active queries of at least ``LEARNED`` at the last checkpoint.
+        A run that did not learn says nothing about where a working head parks."""
+        return self.accuracy[-1] >= LEARNED
+
     def transient_sink(self, peak: float = 0.5, silent: float = 0.1) -> tuple[float, int, int] | None:
         """A sink that formed and went: (its largest BOS weight at dormant queries, the step of that peak, the first
         step after it where every head is back at or below ``silent``), when the peak reached ``peak`` and the run
@@ -254,7 +260,7 @@ class Finding:
 
 
 def findings(runs: list[TrainingRun], sink: float = 0.9, silent: float = 0.1) -> list[Finding]:
-    """The lab's claims on these runs (every seed must agree):
+    """The lab's claims on these runs (every seed that learned its task must agree; the others give no verdict):
 
     - sink: some softmax head puts >= ``sink`` of its attention on BOS at dormant queries (the weakest seed's
       strongest head decides);
@@ -267,7 +273,8 @@ def findings(runs: list[TrainingRun], sink: float = 0.9, silent: float = 0.1) ->
     """
     by_variant: dict[str, list[TrainingRun]] = {}
     for run in runs:
-        by_variant.setdefault(run.variant, []).append(run)
+        if run.learned():  # a run that did not learn its task gives no verdict
+            by_variant.setdefault(run.variant, []).append(run)
     found = []
     if "softmax" in by_variant:
         value = min(float(run.final("bos_dormant").max()) for run in by_variant["softmax"])
