@@ -414,7 +414,6 @@ def test_a_link_naming_an_unknown_example_language_or_hosted_model_says_so_on_th
 
 def test_both_bad_sides_of_a_compare_link_are_named_on_the_first_load() -> None:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.run()  # pages with their own url_path are known to AppTest only after a first run
     at.query_params.clear()
     at.query_params.update({"a_example": "english", "a_bos": "maybe", "b_example": "english", "b_bos": "2"})
     go_to(at, "compare").run()

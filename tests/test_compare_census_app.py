@@ -25,7 +25,6 @@ SHIPPED = ROOT / "assets" / "census" / "pydoc-smollm2"
 
 def open_page(page: str, **params: str) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.run()  # pages with their own url_path are known to AppTest only after a first run
     at.query_params.clear()
     at.query_params.update(params)  # as a direct link to the page would carry them
     go_to(at, page).run()

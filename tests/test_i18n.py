@@ -129,9 +129,7 @@ def open_page(page: str, lang: str, model: str | None = None, tab: str = "map") 
     """``page`` in ``lang`` on the English example; ``model`` a local model directory (default: the bundled one)."""
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params.update({"lang": lang, "example": "english", "tab_id": tab} | ({"model": model} if model else {}))
-    at.run()  # pages with their own url_path are known to AppTest only after a first run
-    if page != "explorer":
-        go_to(at, page).run()
+    go_to(at, page).run()
     assert not at.exception, at.exception
     return at
 

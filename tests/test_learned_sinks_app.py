@@ -30,9 +30,7 @@ def gpt_oss_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 def opened(model: str, page: str = "", **params: str) -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params.update({"model": model, "example": "custom", "text": TEXT, **params})
-    at.run()  # pages with their own url_path are known to AppTest only after a first run
-    if page:
-        go_to(at, page).run()
+    go_to(at, page or "explorer").run()
     assert not at.exception, at.exception
     return at
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
@@ -14,7 +16,6 @@ from tests.test_app import ROOT, TIMEOUT, array, chart
 def open_page(page: str, example: str = "english") -> AppTest:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params.update({"example": example})
-    at.run()  # pages with their own url_path are known to AppTest only after a first run
     go_to(at, page).run()
     assert not at.exception, at.exception
     return at
@@ -85,6 +86,23 @@ def test_reads_nothing_page_puts_every_head_in_the_scatter_and_shows_key_geometr
     assert np.median(array(cosines[0]["y"])) > np.median(array(cosines[1]["y"]))  # yet queries point at it
     output = chart(at, "rn_output")["data"][0]
     assert len(array(output["y"])) > 20
+
+
+def test_the_reads_nothing_page_counts_the_sink_heads_that_read_their_sink(smollm2: object) -> None:
+    """C1: "the output comes from the little weight left on the other keys", beside sink heads whose value_sink
+    is above 0.5 (103 of 183 on the French example)."""
+    from sinkscope.core.capture import analyze
+
+    examples = {e["id"]: e["text"] for e in json.loads((ROOT / "assets" / "examples.json").read_text(encoding="utf-8"))}
+    for example in ("french", "python"):
+        heads = analyze(smollm2, examples[example]).heads
+        sinks = heads["kind"] == "sink"
+        reading = int((sinks & (heads["value_sink"] > 0.5)).sum())
+        said = " ".join(m.value for m in open_page("reads-nothing", example).markdown)
+        if reading:
+            assert f"{reading} of the {int(sinks.sum())} sink heads take more than half" in said, example
+        else:
+            assert f"every one of the {int(sinks.sum())} sink heads takes less than half" in said, example
 
 
 def test_massive_page_zeroing_hurts_more_than_setting_the_mean() -> None:

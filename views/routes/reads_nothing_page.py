@@ -81,10 +81,28 @@ def paper(trace: Trace, found: dict[str, np.ndarray] | None) -> None:
     )
 
 
+def reading_sinks(trace: Trace) -> str:
+    """How many sink heads take most of their output from the first token on this text: where the story's
+    "near no-op" holds, and where this model differs."""
+    heads = trace.heads
+    sinks = heads["kind"] == "sink"
+    reading = sinks & (heads["value_sink"] > 0.5)
+    if not sinks.any():
+        return t("reads.no_sink_heads")
+    if not reading.any():
+        return t("reads.none_read", sinks=int(sinks.sum()))
+    layer, head = np.unravel_index(
+        np.where(reading, heads["value_sink"] + heads["sink"], -np.inf).argmax(), trace.shape
+    )
+    return t("reads.some_read", reading=int(reading.sum()), sinks=int(sinks.sum()), layer=int(layer), head=int(head),
+             sink=num(heads["sink"][layer, head]), value_sink=num(heads["value_sink"][layer, head]))  # fmt: skip
+
+
 def show(request: session.Request, trace: Trace) -> None:
     one_head(request, trace)
     st.subheader(t("reads.scatter_heading"))
     st.plotly_chart(plot.fig_sink_scatter(trace.heads, lang=language()), key="rn_scatter")
+    st.markdown(reading_sinks(trace))
     st.subheader(t("reads.geometry_heading"))
     paper(trace, key_geometry(request, trace))
 
