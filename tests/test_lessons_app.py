@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -139,6 +140,9 @@ def test_diagonals_page_forces_sink_heads_to_diagonal() -> None:
     assert len(cosines) == 3 and cosines[2]["name"] == "make 270 head(s) dense (uniform)"
     published = at.table[-1].value
     assert "→" in published.loc["sparse patterns curb oversmoothing", "your model"]
+    # C2: the row says what the scoreboard counts, not a median over every layer
+    assert re.fullmatch(r"bos_cosine ≤ 0 in \d+ of \d+ middle layers \(lowest -?[\d.]+\)",
+                        published.loc["bos_cosine in middle layers", "your model"])  # fmt: skip
 
 
 def test_diagonals_page_explains_an_empty_choice() -> None:

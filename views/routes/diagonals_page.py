@@ -5,7 +5,7 @@ import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capture import Trace
 from sinkscope.core.metrics import nan_mean
-from sinkscope.experiments import interventions
+from sinkscope.experiments import claims, interventions
 from sinkscope.experiments.interventions import Outcome
 
 from views.state import session
@@ -87,11 +87,10 @@ def smoothing(runs: list[tuple[interventions.Intervention | None, Outcome]]) -> 
 def paper(trace: Trace, runs: list[tuple[interventions.Intervention | None, Outcome]], cost: dict) -> None:
     """Sukenik et al.'s claims beside this text's numbers and the cost sweep's slopes."""
     slopes = {name: num(value, ".2f") if value is not None else "—" for name, value in cost["slopes"].items()}
-    median_cos = num(np.median(trace.layers["bos_cosine"]), ".2f")
     kinds_found = t("diag.cost_slopes", sink=slopes["aligned/sink"], diagonal=slopes["aligned/diagonal"])
     lessons.paper_table(
         [
-            (t("diag.paper_cos"), t("diag.paper_cos_value"), t("reads.median_layers", ratio=median_cos)),
+            (t("diag.paper_cos"), t("diag.paper_cos_value"), say(claims.half_space(trace))),  # as the scoreboard
             (t("diag.paper_cost"), t("diag.paper_cost_value"), kinds_found),
             (t("diag.paper_smooth"), t("diag.paper_smooth_value"), smoothing(runs) if runs else t("diag.do_dense")),
         ],

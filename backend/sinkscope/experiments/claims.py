@@ -36,28 +36,31 @@ def _verdict(claim: str, holds: bool, key: str, **values: object) -> Verdict:
     return Verdict(claim, "reproduces" if holds else "differs", Message.of(key, **values))
 
 
+def half_space_layers(cosines: np.ndarray) -> tuple[list[int], np.ndarray]:
+    """(the layers l of the middle third of depth where bos_cosine(h^l) <= 0, the middle third's cosines)."""
+    third = len(cosines) // 3
+    middle = cosines[third : len(cosines) - third]
+    return [int(layer) + third for layer in np.flatnonzero(middle <= 0)], middle
+
+
+def half_space(trace: Trace) -> Message:
+    """What the scoreboard measures of the half-space condition, for any page that shows it."""
+    negative, middle = half_space_layers(trace.layers["bos_cosine"])
+    return Message.of("claims.yours.half_space", n=len(negative), of=len(middle), low=round(float(middle.min()), 2))
+
+
 def from_trace(trace: Trace) -> list[Verdict]:
     """Sink rate above 50% at eps 0.3; sink heads' first value smaller than a typical one (median ratio < 1);
     bos_cosine <= 0 in some middle layer (the middle third of depth); most massive activations on token 0."""
     rate = trace.sink_rate()
     sink_heads = trace.heads["kind"] == "sink"
     ratio = float(np.nanmedian(trace.heads["value_norm_ratio"][sink_heads])) if sink_heads.any() else float("nan")
-    cosines = trace.layers["bos_cosine"]
-    third = len(cosines) // 3
-    middle = cosines[third : len(cosines) - third]
-    negative = [int(layer) + third for layer in np.flatnonzero(middle <= 0)]
+    negative, middle = half_space_layers(trace.layers["bos_cosine"])
     on_first = sum(token == 0 for _, token, _, _ in trace.massive)
     return [
         _verdict("softmax_sink", rate > 50, "claims.yours.rate", rate=round(rate, 1), n=trace.n_tokens),
         _verdict("value_little", ratio < 1, "claims.yours.value_ratio", ratio=round(ratio, 2)),
-        _verdict(
-            "half_space",
-            bool(negative),
-            "claims.yours.half_space",
-            n=len(negative),
-            of=len(middle),
-            low=round(float(middle.min()), 2),
-        ),  # fmt: skip
+        Verdict("half_space", "reproduces" if negative else "differs", half_space(trace)),
         _verdict(
             "massive_first",
             bool(trace.massive) and on_first > len(trace.massive) / 2,
