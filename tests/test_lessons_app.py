@@ -108,6 +108,11 @@ def test_the_reads_nothing_page_counts_the_sink_heads_that_read_their_sink(smoll
 
 def test_massive_page_zeroing_hurts_more_than_setting_the_mean() -> None:
     at = open_page("massive")
+    # C5: sinks before the first massive activation are measured and said
+    said = " ".join(m.value for m in at.markdown)
+    assert re.search(
+        r"Layers 0–\d+ read only states without a flagged activation .* mean sink score (is already )?[\d.]+", said
+    )
     assert any("first flagged activation appears in h^12, of h^0 … h^30" in c.value for c in at.caption)
     assert len(table(at, "channel")) > 0
     assert chart(at, "ma_top")["layout"]["yaxis"]["type"] == "log"

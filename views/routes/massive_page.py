@@ -5,6 +5,7 @@ import pandas as pd
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capture import Trace
+from sinkscope.core.metrics import nan_mean
 from sinkscope.experiments import interventions
 
 from views.state import cache, session
@@ -24,12 +25,24 @@ def magnitudes(trace: Trace) -> None:
         return
     first = min(layer for layer, *_ in trace.massive)
     st.caption(t("massive.first_here", first=first, last=len(layers) - 1))
+    st.markdown(sinks_before(trace, first))
     rows = [
         {t("massive.col_layer"): layer, t("massive.col_token"): f"{token}:{trace.tokens[token]}",
          t("massive.col_channel"): channel, t("massive.col_value"): round(value, 1)}
         for layer, token, channel, value in trace.massive
     ]  # fmt: skip
     st.dataframe(local_table(pd.DataFrame(rows), 1), hide_index=True, height=240, key="ma_list")
+
+
+def sinks_before(trace: Trace, first: int) -> str:
+    """Whether the sink waits for the massive activations: attention in layer l reads h^l, so layers 0 .. first-1
+    read only states without a flagged activation."""
+    per_layer = nan_mean(trace.heads["sink"], axis=1)  # (layer,)
+    if first == 0:
+        return t("massive.from_the_start")
+    before, after = float(np.mean(per_layer[:first])), float(np.mean(per_layer[first:]))
+    key = "massive.sinks_before" if before >= 0.3 else "massive.sinks_after"
+    return t(key, last=first - 1, first=first, before=num(before, ".2f"), after=num(after, ".2f"))
 
 
 def channel_map(trace: Trace) -> None:
