@@ -61,7 +61,7 @@ def test_lab_claims_come_from_the_runs_given_and_a_variant_never_trained_needs_a
     from sinkscope.lab.toy import TrainingRun
 
     def run(variant: str, bos: float, total: float = 1.0, gate: float = 1.0) -> TrainingRun:
-        return TrainingRun("backcopy", variant, 0, bos_dormant=[[[bos]]], total_dormant=[[[total]]],
+        return TrainingRun("backcopy", variant, 0, accuracy=[1.0], bos_dormant=[[[bos]]], total_dormant=[[[total]]],
                            gate_dormant=[[[gate]]])  # fmt: skip
 
     verdicts = {v.claim: v for v in claims.from_lab([run("softmax", 0.95), run("softmax+1", 0.02, 0.1)])}

@@ -99,7 +99,9 @@ def verdicts(runs: Runs) -> None:
     for found in toy.findings(list(runs.values())):
         verdict = t("lab.reproduces" if found.holds else "lab.differs")
         where = {} if found.where is None else {"where": num(found.where)}
-        st.markdown(t(CLAIM_KEYS[found.claim], value=num(found.value), verdict=verdict, **where))
+        seed, layer, head = found.source  # the table's columns are each run's head that parks most on BOS
+        value = t("lab.value_at", value=num(found.value), head=f"L{layer}H{head}", seed=seed)
+        st.markdown(t(CLAIM_KEYS[found.claim], value=value, verdict=verdict, **where))
         if found.claim == "withhold":
             transient(runs)
     st.caption(t("lab.sources"))

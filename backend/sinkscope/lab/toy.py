@@ -257,6 +257,18 @@ class Finding:
     value: float
     holds: bool
     where: float | None = None  # for built-in sinks, where the dormant mass went: the learned logit's share, the gate
+    source: tuple[int, int, int] = (0, 0, 0)  # (seed, layer, head) whose number ``value`` is
+
+
+def _deciding(runs: list[TrainingRun], name: str, weakest_seed: bool, quietest_head: bool) -> tuple[float, tuple]:
+    """The number that decides a claim and where it comes from: per run its strongest (or quietest) head's final
+    ``name``, then the weakest (or strongest) run's. Returns (value, (seed, layer, head))."""
+    picks = []
+    for run in runs:
+        final = run.final(name)  # (layer, head)
+        layer, head = np.unravel_index(int(final.argmin() if quietest_head else final.argmax()), final.shape)
+        picks.append((float(final[layer, head]), (run.seed, int(layer), int(head))))
+    return (min if weakest_seed else max)(picks, key=lambda pick: pick[0])
 
 
 def findings(runs: list[TrainingRun], sink: float = 0.9, silent: float = 0.1) -> list[Finding]:
@@ -265,11 +277,14 @@ def findings(runs: list[TrainingRun], sink: float = 0.9, silent: float = 0.1) ->
     - sink: some softmax head puts >= ``sink`` of its attention on BOS at dormant queries (the weakest seed's
       strongest head decides);
     - withhold: softmax+1 needs no sink, its BOS weight at dormant queries stays <= ``silent`` in every head;
-    - switch_off: some sigmoid head's whole row weighs <= ``silent`` at dormant queries (it switches off);
+    - switch_off: some sigmoid head's whole row weighs <= ``silent`` at dormant queries (it switches off; the
+      quietest head of the loudest seed decides);
     - learned: every sink-logit head stays <= ``silent`` on BOS at dormant queries, and its logit takes at least
       half their mass in some head (the weakest seed's largest share is ``where``);
     - gate: every gated head stays <= ``silent`` on BOS at dormant queries (Qiu et al. 2025); ``where`` is the
       gate of the head that parks most on BOS, whether or not the claim holds.
+
+    Each finding names the seed and head its number comes from (``source``).
     """
     by_variant: dict[str, list[TrainingRun]] = {}
     for run in runs:
@@ -277,22 +292,21 @@ def findings(runs: list[TrainingRun], sink: float = 0.9, silent: float = 0.1) ->
             by_variant.setdefault(run.variant, []).append(run)
     found = []
     if "softmax" in by_variant:
-        value = min(float(run.final("bos_dormant").max()) for run in by_variant["softmax"])
-        found.append(Finding("sink", "softmax", value, value >= sink))
+        value, source = _deciding(by_variant["softmax"], "bos_dormant", weakest_seed=True, quietest_head=False)
+        found.append(Finding("sink", "softmax", value, value >= sink, source=source))
     if "softmax+1" in by_variant:
-        value = max(float(run.final("bos_dormant").max()) for run in by_variant["softmax+1"])
-        found.append(Finding("withhold", "softmax+1", value, value <= silent))
+        value, source = _deciding(by_variant["softmax+1"], "bos_dormant", weakest_seed=False, quietest_head=False)
+        found.append(Finding("withhold", "softmax+1", value, value <= silent, source=source))
     if "sigmoid" in by_variant:
-        value = max(float(run.final("total_dormant").min()) for run in by_variant["sigmoid"])
-        found.append(Finding("switch_off", "sigmoid", value, value <= silent))
+        value, source = _deciding(by_variant["sigmoid"], "total_dormant", weakest_seed=False, quietest_head=True)
+        found.append(Finding("switch_off", "sigmoid", value, value <= silent, source=source))
     if "sink-logit" in by_variant:
-        value = max(float(run.final("bos_dormant").max()) for run in by_variant["sink-logit"])
+        value, source = _deciding(by_variant["sink-logit"], "bos_dormant", weakest_seed=False, quietest_head=False)
         taken = min(float((1 - run.final("total_dormant")).max()) for run in by_variant["sink-logit"])
-        found.append(Finding("learned", "sink-logit", value, value <= silent and taken >= 0.5, taken))
+        found.append(Finding("learned", "sink-logit", value, value <= silent and taken >= 0.5, taken, source))
     if "gated" in by_variant:
-        runs = by_variant["gated"]
-        strongest = max(runs, key=lambda run: float(run.final("bos_dormant").max()))
-        bos = strongest.final("bos_dormant")
-        gate = float(strongest.final("gate_dormant").flat[int(bos.argmax())])
-        found.append(Finding("gate", "gated", float(bos.max()), float(bos.max()) <= silent, gate))
+        value, source = _deciding(by_variant["gated"], "bos_dormant", weakest_seed=False, quietest_head=False)
+        strongest = next(run for run in by_variant["gated"] if run.seed == source[0])
+        gate = float(strongest.final("gate_dormant")[source[1], source[2]])
+        found.append(Finding("gate", "gated", value, value <= silent, gate, source))
     return found
