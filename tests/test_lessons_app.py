@@ -141,6 +141,9 @@ def test_diagonals_page_forces_sink_heads_to_diagonal() -> None:
     at.radio(key="dg_target").set_value("uniform")
     submit(at, "Run the intervention")
     assert len(table(at, "run")) == 3  # the second run joins the first
+    # C4: the cost of turning sink heads into diagonals is said beside the dense run's
+    said = " ".join(m.value for m in at.markdown)
+    assert re.search(r"attend to themselves instead costs the model \+[\d.]+ nats", said)
     cosines = chart(at, "dg_cosine")["data"]
     assert len(cosines) == 3 and cosines[2]["name"] == "make 270 head(s) dense (uniform)"
     published = at.table[-1].value

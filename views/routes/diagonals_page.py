@@ -68,11 +68,29 @@ def intervention(request: session.Request, trace: Trace) -> list[tuple[intervent
         return []
     runs = list(zip((None, *changes), found, strict=True))
     lessons.comparison(found[0], runs[1:], "dg_compare")
+    said = swap_cost(runs)
+    if said:
+        st.markdown(said)
     series = {say(c.message) if c else t("lesson.intact"): o.token_cosine_scaled.tolist() for c, o in runs}
     depth_axis = list(range(len(found[0].token_cosine_scaled)))
     fig = plot.fig_lines(depth_axis, series, t("diag.cosine_title"), t("massive.layer_axis"), t("diag.cosine_axis"))
     st.plotly_chart(fig, key="dg_cosine")
     return runs
+
+
+def swap_cost(runs: list[tuple[interventions.Intervention | None, Outcome]]) -> str | None:
+    """What turning heads into diagonals cost here, against making every head dense: the two ways to switch off
+    are one for a head with nothing to do, not necessarily for the model that trained its heads."""
+    intact = runs[0][1].loss
+    to_diagonal = [(c, o.loss - intact) for c, o in runs if c is not None and c.to == "diagonal"]
+    dense = [(c, o.loss - intact) for c, o in runs if c is not None and c.to == "uniform"]
+    if not to_diagonal:
+        return None
+    change, cost = to_diagonal[-1]
+    said = t("diag.swap_cost", heads=len(change.heads), nats=num(cost, "+.2f"))
+    if dense and cost > dense[-1][1]:
+        said += " " + t("diag.swap_worse", dense_heads=len(dense[-1][0].heads), dense=num(dense[-1][1], "+.2f"))
+    return said
 
 
 def smoothing(runs: list[tuple[interventions.Intervention | None, Outcome]]) -> str:
