@@ -106,13 +106,28 @@ def test_the_reads_nothing_page_counts_the_sink_heads_that_read_their_sink(smoll
             assert f"every one of the {int(sinks.sum())} sink heads takes less than half" in said, example
 
 
+def test_the_massive_page_says_when_the_sink_comes_before_the_massive_activations(smollm2: object) -> None:
+    """C5 on the French example: sinks of 0.6-0.7 in layers 3-9, while the first flagged activation is in h^12."""
+    from sinkscope.core.capture import analyze
+    from sinkscope.core.metrics import nan_mean
+
+    examples = {e["id"]: e["text"] for e in json.loads((ROOT / "assets" / "examples.json").read_text(encoding="utf-8"))}
+    trace = analyze(smollm2, examples["french"])
+    first = min(layer for layer, *_ in trace.massive)
+    per_layer = nan_mean(trace.heads["sink"], axis=1)
+    peak = int(np.nanargmax(per_layer[:first]))
+    said = " ".join(m.value for m in open_page("massive", "french").markdown)
+    assert "The sink does not wait for them here." in said
+    assert f"layer {peak} already has a mean sink score of {per_layer[peak]:.2f}" in said
+
+
 def test_massive_page_zeroing_hurts_more_than_setting_the_mean() -> None:
     at = open_page("massive")
     # C5: sinks before the first massive activation are measured and said
     said = " ".join(m.value for m in at.markdown)
-    assert re.search(
-        r"Layers 0–\d+ read only states without a flagged activation .* mean sink score (is already )?[\d.]+", said
-    )
+    found = re.search(r"Layers 0–(\d+) read only states without a flagged activation .* layer (\d+),? (already )?has a"
+                      r" mean sink score of ([\d.]+)", said)  # fmt: skip
+    assert found and int(found[2]) <= int(found[1])
     assert any("first flagged activation appears in h^12, of h^0 … h^30" in c.value for c in at.caption)
     assert len(table(at, "channel")) > 0
     assert chart(at, "ma_top")["layout"]["yaxis"]["type"] == "log"

@@ -40,9 +40,10 @@ def sinks_before(trace: Trace, first: int) -> str:
     per_layer = nan_mean(trace.heads["sink"], axis=1)  # (layer,)
     if first == 0:
         return t("massive.from_the_start")
-    before, after = float(np.mean(per_layer[:first])), float(np.mean(per_layer[first:]))
-    key = "massive.sinks_before" if before >= 0.3 else "massive.sinks_after"
-    return t(key, last=first - 1, first=first, before=num(before, ".2f"), after=num(after, ".2f"))
+    peak = int(np.nanargmax(per_layer[:first]))  # the strongest layer before any flagged activation
+    before, after = float(per_layer[peak]), float(np.nanmean(per_layer[first:]))
+    key = "massive.sinks_before" if before >= 0.5 else "massive.sinks_after"
+    return t(key, last=first - 1, first=first, peak=peak, before=num(before, ".2f"), after=num(after, ".2f"))
 
 
 def channel_map(trace: Trace) -> None:
