@@ -197,3 +197,9 @@ def test_the_sensitivity_claim_says_less_when_token_0_moves_predictions_less() -
     assert verdict.status == "differs"
     assert verdict.measured.text("en").endswith("moves later predictions 2.4x less than nudging a middle token")
     assert "2,4 fois moins que" in verdict.measured.text("fr")
+
+
+@pytest.mark.parametrize(("lang", "heading"), [("en", "## Per head"), ("fr", "## Par tête"), ("pt", "## Por cabeça")])
+def test_the_metric_definitions_are_in_the_viewers_language(lang: str, heading: str, tiny_dir: str) -> None:
+    page = " ".join(m.value for m in open_page("metrics", lang, tiny_dir).markdown)
+    assert heading in page and "| `value_sink` |" in page

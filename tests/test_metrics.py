@@ -185,9 +185,14 @@ def test_softmax_plus_one_is_softmax_with_a_silent_key() -> None:
     np.testing.assert_allclose(metrics.softmax(np.full(4, 700.0)), 0.25)  # no overflow
 
 
-def test_every_table_row_of_the_definitions_has_its_headers_columns() -> None:
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+DEFINITIONS = ["metrics.md", "metrics.fr.md", "metrics.pt.md"]  # the reference and its translations
+
+
+@pytest.mark.parametrize("name", DEFINITIONS)
+def test_every_table_row_of_the_definitions_has_its_headers_columns(name: str) -> None:
     """A `|` inside a formula splits a Markdown table cell, and the page would cut the definition there."""
-    lines = (Path(__file__).resolve().parent.parent / "docs" / "metrics.md").read_text(encoding="utf-8").split("\n")
+    lines = (DOCS / name).read_text(encoding="utf-8").split("\n")
     columns, checked = 0, 0
     for line in lines:
         if not line.startswith("|"):
@@ -198,3 +203,15 @@ def test_every_table_row_of_the_definitions_has_its_headers_columns() -> None:
         assert cells == columns, line[:80]
         checked += 1
     assert checked > 20
+
+
+@pytest.mark.parametrize("name", DEFINITIONS[1:])
+def test_a_translation_defines_the_same_names_under_the_same_sections(name: str) -> None:
+    """The first column of every table (the metric names) and the number of sections follow the reference."""
+
+    def names(text: str) -> list[str]:
+        return [line.split("|")[1].strip() for line in text.split("\n") if line.startswith("| `")]
+
+    reference, translated = ((DOCS / n).read_text(encoding="utf-8") for n in (DEFINITIONS[0], name))
+    assert names(translated) == names(reference) and len(names(reference)) > 15
+    assert translated.count("\n## ") == reference.count("\n## ")
