@@ -13,11 +13,11 @@ documents are never merged into one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
 from collections import Counter
-from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,40 +173,52 @@ def _parse_line(line: str, text_column: str) -> dict[str, str]:
             else "no_text"}  # fmt: skip
 
 
-def documents(corpus: Corpus, max_docs: int | None = None) -> Any:
-    """The corpus as a Ray dataset of (doc_id, text, problem). Reading takes no CPU reservation: the analysis
-    workers may hold every core, and a read waiting for one would stall the whole pipeline."""
+def documents(corpus: Corpus, blocks: int, max_docs: int | None = None) -> Any:
+    """The corpus as a Ray dataset of (doc_id, text, problem) in ``blocks`` blocks, dealt out as it is read (no
+    second pass to repartition it). Reading takes no CPU reservation: the analysis workers may hold every core,
+    and a read waiting for one would stall the whole pipeline."""
     import ray.data
 
     if corpus.kind == "builtin":
         texts = builtin_documents()[: max_docs or None]
-        return ray.data.from_items([{"doc_id": f"builtin-{i:03d}", "text": t, "problem": ""} for i, t in
-                                    enumerate(texts)])  # fmt: skip
+        items = [{"doc_id": f"builtin-{i:03d}", "text": t, "problem": ""} for i, t in enumerate(texts)]
+        return ray.data.from_items(items, override_num_blocks=blocks)
     if corpus.kind == "folder":
-        files = ray.data.read_binary_files(list(corpus.files), include_paths=True, num_cpus=0)
+        files = ray.data.read_binary_files(list(corpus.files), include_paths=True, num_cpus=0,
+                                           override_num_blocks=blocks)  # fmt: skip
         return files.map_batches(_decode_files, fn_kwargs={"root": corpus.source}, num_cpus=0)
-    return ray.data.from_items(list(corpus.rows[: max_docs or None]))  # read, and given unique ids, when opened
+    # read, and given unique ids, when opened
+    return ray.data.from_items(list(corpus.rows[: max_docs or None]), override_num_blocks=blocks)
 
 
+@functools.cache
+def _tokenizer(spec: str) -> Any:
+    """Each model's tokenizer loaded once per Ray worker process, which Ray reuses from one batch to the next."""
+    from sinkscope.core.models import load_tokenizer  # here, not at the top: reading files needs no torch
+
+    return load_tokenizer(spec)[0]
+
+
+@dataclass(frozen=True)
 class Windower:
-    """Ray Data stage: documents -> one row per window still to analyze, per model and length.
+    """Ray Data stage (a plain task, in Ray's pooled workers): documents -> one row per window still to analyze,
+    per model and length.
 
     Rows that are not windows carry ``problem``: the document's own (unreadable, no text), ``too_short`` for a
     length it cannot fill, or ``done`` when every window it makes is already written.
     """
 
-    def __init__(self, models: list[str], lengths: list[int], per_doc: int, done: Collection[WindowKey]) -> None:
-        from sinkscope.core.models import load_tokenizer  # here, not at the top: reading files needs no torch
-
-        self.tokenizers = {spec: load_tokenizer(spec)[0] for spec in models}
-        self.lengths, self.per_doc, self.done = lengths, per_doc, set(done)
+    models: tuple[str, ...]
+    lengths: tuple[int, ...]
+    per_doc: int
+    done: frozenset[WindowKey]
 
     def windows_of(self, doc_id: str, text: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """(windows to analyze, problem rows) of one readable document."""
         todo, problems = [], []
-        for spec, tokenizer in self.tokenizers.items():
+        for spec in self.models:
             for length in self.lengths:
-                cut = cut_windows(tokenizer, text, length, self.per_doc)
+                cut = cut_windows(_tokenizer(spec), text, length, self.per_doc)
                 if not cut:
                     problems.append(_row(spec, doc_id, length, -1, [], "too_short"))
                 todo += [_row(spec, doc_id, length, start, ids, "") for start, ids in cut

@@ -172,7 +172,7 @@ def worker_pool(cluster: Cluster) -> tuple[int, dict[str, Any]]:
 
 
 def pipeline(request: CensusRequest, corpus: Any, cluster: Cluster, done: set) -> Any:
-    """Documents -> windows (one light actor with the tokenizers) -> analyses (the worker pool)."""
+    """Documents -> windows (plain tasks, one at a time, with the tokenizers) -> analyses (the worker pool)."""
     import ray.data
 
     ray.data.DataContext.get_current().enable_progress_bars = False  # the census draws its own
@@ -181,16 +181,11 @@ def pipeline(request: CensusRequest, corpus: Any, cluster: Cluster, done: set) -
     logging.getLogger("ray.data").setLevel(logging.ERROR)
     workers, resources = worker_pool(cluster)
     # read and deal out the whole corpus before the workers start: they hold every CPU, and a step that Ray
-    # runs on a CPU of its own (listing files, repartitioning) would wait behind them for ever
-    docs = documents(corpus, request.max_docs).materialize()
-    blocks = max(1, min(docs.count(), BLOCKS_PER_WORKER * workers))  # a one-file corpus still feeds every worker
-    docs = docs.repartition(blocks).materialize()
-    windows = docs.map_batches(
-        Windower,
-        fn_constructor_kwargs={"models": request.models, "lengths": request.lengths,
-                               "per_doc": request.windows_per_doc, "done": done},
-        compute=ray.data.ActorPoolStrategy(size=1), num_cpus=0,
-    )  # fmt: skip
+    # runs on a CPU of its own (listing files) would wait behind them for ever
+    blocks = max(1, min(corpus.n_docs, BLOCKS_PER_WORKER * workers))  # a one-file corpus still feeds every worker
+    docs = documents(corpus, blocks, request.max_docs).materialize()
+    windower = Windower(tuple(request.models), tuple(request.lengths), request.windows_per_doc, frozenset(done))
+    windows = docs.map_batches(windower, num_cpus=0, concurrency=1)  # one task at a time: no CPU of its own
     device = "cuda" if cluster.gpus_per_worker else "cpu"
     return windows.map_batches(
         CensusWorker,
