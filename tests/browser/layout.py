@@ -10,6 +10,9 @@ from playwright.sync_api import Page, expect
 PROBLEMS_JS = (Path(__file__).parent / "layout.js").read_text(encoding="utf-8")
 CHARTS_DRAWN = """() => [...document.querySelectorAll(".stPlotlyChart")]
     .every(chart => chart.querySelector(".main-svg .gtitle, .main-svg .xtick"))"""  # titled or ticked: laid out
+CHARTS_FIT = """() => [...document.querySelectorAll(".stPlotlyChart")].every(chart => {
+    const svg = chart.querySelector(".main-svg");
+    return svg && svg.getBoundingClientRect().width <= chart.getBoundingClientRect().width + 1; })"""
 
 
 def settled(page: Page, timeout: float = 240_000) -> None:
@@ -17,6 +20,11 @@ def settled(page: Page, timeout: float = 240_000) -> None:
     expect(page.get_by_test_id("stSidebarNav")).to_be_visible(timeout=timeout)
     expect(page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning", timeout=timeout)
     page.wait_for_function(CHARTS_DRAWN, timeout=timeout)  # plotly draws after the script ends
+
+
+def refitted(page: Page, timeout: float = 30_000) -> None:
+    """After the window narrows: wait until every chart fits its narrower frame (Plotly redraws on resize)."""
+    page.wait_for_function(CHARTS_FIT, timeout=timeout)
 
 
 def layout_problems(page: Page) -> list[str]:
