@@ -6,67 +6,144 @@ import numpy as np
 import pytest
 from sinkscope.core.capture import Trace
 from sinkscope.experiments import claims
+from sinkscope.experiments.interventions import Outcome, Spread
 from sinkscope.lab.polarization import PolarizeRun
+from sinkscope.lab.toy import TrainingRun
 
 
-def trace(sink: float, bos_cosine: list[float], massive_tokens: list[int]) -> Trace:
+def trace(sink: float, bos_cosine: list[float], massive_tokens: list[int], value_sink: float = 0.2) -> Trace:
     """Four layers of two heads, all alike; ``bos_cosine`` per h^0 .. h^4."""
-    heads = {name: np.full((4, 2), value) for name, value in (("sink", sink), ("value_norm_ratio", 0.2))}
+    heads = {name: np.full((4, 2), value) for name, value in
+             (("sink", sink), ("value_norm_ratio", 0.2), ("value_sink", value_sink))}  # fmt: skip
     heads["kind"] = np.full((4, 2), "sink" if sink >= 0.5 else "mixed", dtype=object)
     layers = {"bos_cosine": np.array(bos_cosine), "top1": np.full(5, 900.0)}
     massive = tuple((2, token, 7, 900.0) for token in massive_tokens)
     return Trace("m", (1, 2, 3), ("a", "b", "c"), heads, layers, massive, np.zeros((5, 3, 4)), np.zeros((4, 2, 3)))
 
 
+def outcome(nll: float, cosine: float = 0.5) -> Outcome:
+    return Outcome(np.full(2, nll), (), {}, np.full(5, cosine), np.full(5, cosine))
+
+
 def test_trace_claims_follow_their_thresholds() -> None:
-    sinking = {v.claim: v for v in claims.from_trace(trace(0.8, [0.3, -0.1, 0.2, 0.4, 0.5], [0, 0, 3]))}
+    sinking = {v.claim: v for v in claims.from_trace(trace(0.8, [0.3, -0.1, -0.2, 0.4, 0.5], [0, 0, 3]))}
     assert {c: v.status for c, v in sinking.items()} == dict.fromkeys(sinking, "reproduces")
-    assert dict(sinking["half_space"].measured.params) == {"n": 1, "of": 3, "low": -0.1}
+    assert all(v.why is None and v.evidence is not None for v in sinking.values())
+    assert dict(sinking["half_space"].measured.params) == {"n": 2, "of": 3, "low": -0.2}
     flat = {v.claim: v for v in claims.from_trace(trace(0.1, [0.3, 0.1, 0.2, -0.4, 0.5], [3]))}
     assert flat["softmax_sink"].status == "differs" and flat["massive_first"].status == "differs"
-    assert flat["half_space"].status == "reproduces"  # layer 3 is in the middle third of h^0 .. h^4
+    assert flat["half_space"].status == "partly"  # one of the three middle layers (h^1..h^3) is at or below 0
+    assert flat["half_space"].why.text("en").startswith("Only 1 of 3 middle layers")
+    assert flat["value_little"].status == "not_measured"  # no sink head on this text
+
+
+def test_some_sink_heads_reading_their_sink_make_the_value_claim_partly() -> None:
+    """C1 on the scoreboard: the sink's value is small, yet most sink heads take over half their output from it;
+    and what removing the first key costs is a second claim, shown beside it."""
+    removed = (outcome(2.0), outcome(5.5))
+    verdict = claims.value_little(trace(0.9, [0.1] * 5, [0], value_sink=0.8), removed)
+    assert verdict.status == "partly" and "8 of 8 sink heads" in verdict.why.text("en")
+    assert "costs 3.5 nats per token" in verdict.evidence.text("en")
+    assert claims.value_little(trace(0.9, [0.1] * 5, [0], value_sink=0.3), None).status == "reproduces"
 
 
 @pytest.mark.parametrize(
-    ("ppl", "status"),
-    [({"dense": 10.0, "window": 40.0, "sinks": 12.0}, "reproduces"),
-     ({"dense": 10.0, "window": 40.0, "sinks": 13.0}, "differs"),  # more than 25% above dense
-     ({"dense": 10.0, "window": 15.0, "sinks": 10.5}, "differs")],  # the window alone never collapsed
+    ("ppl", "status", "why"),
+    [({"dense": 10.0, "window": 40.0, "sinks": 12.0}, "reproduces", None),
+     ({"dense": 10.0, "window": 40.0, "sinks": 13.0}, "partly", "did not bring perplexity back"),
+     ({"dense": 10.0, "window": 15.0, "sinks": 10.5}, "partly", "did not collapse"),
+     ({"dense": 10.0, "window": 15.0, "sinks": 13.0}, "differs", "did not collapse")],
 )  # fmt: skip
-def test_streaming_needs_sinks_near_dense_and_a_collapsing_window(ppl: dict, status: str) -> None:
-    assert claims.from_streaming(ppl).status == status
+def test_streaming_weighs_both_margins_against_their_thresholds(ppl: dict, status: str, why: str | None) -> None:
+    verdict = claims.from_streaming(ppl)
+    assert verdict.status == status and (verdict.why is None) == (why is None)
+    assert why is None or why in verdict.why.text("en")
+    assert "4 sinks end" in verdict.evidence.text("en") and "threshold 25%" in verdict.evidence.text("en")
 
 
-def test_a_missing_run_says_so_instead_of_guessing() -> None:
-    assert claims.from_streaming(None).status == "needs_run" and claims.from_sensitivity(None).measured is None
-    assert claims.from_dense(None, None).status == "needs_run"
+def test_a_missing_run_is_not_measured_instead_of_guessed() -> None:
+    assert claims.from_streaming(None).status == "not_measured" and claims.from_sensitivity(None).measured is None
+    assert claims.from_dense(None, None).status == "not_measured"
 
 
-def test_cost_compares_the_slopes_and_a_slope_never_found_differs() -> None:
-    cheaper = {"slopes": {"aligned/sink": 0.0, "aligned/diagonal": 0.5}}
-    assert claims.from_cost(cheaper).status == "reproduces"  # a flat sink still counts: 0.0 is a slope
-    unknown = {"slopes": {"aligned/sink": None, "aligned/diagonal": 0.5}}
-    assert claims.from_cost(unknown).status == "differs"
+def test_cost_needs_the_sink_cheaper_with_aligned_and_random_embeddings() -> None:
+    def cost(aligned: float | None, random: float) -> dict:
+        return {"slopes": {"aligned/sink": aligned, "aligned/diagonal": 0.5, "random/sink": random,
+                           "random/diagonal": 0.13}, "points": [{"n_tokens": 8}, {"n_tokens": 128}]}  # fmt: skip
+
+    assert claims.from_cost(cost(0.0, 0.1)).status == "reproduces"  # a flat sink still counts: 0.0 is a slope
+    ours = claims.from_cost(cost(0.03, 0.9))  # the shipped sweep: random embeddings give the sink no direction
+    assert ours.status == "partly" and "no direction is shared" in ours.why.text("en")
+    assert "T from 8 to 128" in ours.evidence.text("en")
+    assert claims.from_cost(cost(None, 0.9)).status == "differs"  # a slope never found is not lower
 
 
-def test_polarization_and_sensitivity() -> None:
-    runs = {"softmax": PolarizeRun("softmax", "logistic", entropy=[1.0, 0.3]),
-            "sigmoid": PolarizeRun("sigmoid", "logistic", entropy=[1.0, 0.95])}  # fmt: skip
-    assert [v.status for v in claims.from_polarize(runs)] == ["reproduces", "reproduces"]
-    assert claims.from_sensitivity({0: 0.2, 5: 0.1}).status == "reproduces"
-    assert claims.from_sensitivity({0: 0.1, 5: 0.2}).status == "differs"
+def polarize_run(variant: str, end: float, final: list[float]) -> PolarizeRun:
+    return PolarizeRun(variant, "logistic", {"steps": 3000}, weights=[[0.5] * len(final), final],
+                       entropy=[1.0, end])  # fmt: skip
 
 
-def test_lab_claims_come_from_the_runs_given_and_a_variant_never_trained_needs_a_run() -> None:
-    from sinkscope.lab.toy import TrainingRun
+def test_sigmoid_and_relu_both_count_and_a_relu_run_of_dead_units_is_named() -> None:
+    """C7 on the scoreboard: the shipped ReLU run ends one-hot because its units died, not by polarizing."""
+    runs = {"softmax": polarize_run("softmax", 0.3, [1.0, 0, 0, 0]),
+            "sigmoid": polarize_run("sigmoid", 0.95, [0.5] * 4),
+            "relu": polarize_run("relu", 0.0, [0.9, 0, 0, 0])}  # fmt: skip
+    polarizes, flat = claims.from_polarize(runs)
+    assert polarizes.status == "reproduces" and flat.status == "partly"
+    assert "3 of its weights died" in flat.why.text("en") and "3 of its 4 weights dead" in flat.measured.text("en")
+    runs["relu"] = polarize_run("relu", 0.9, [0.5] * 4)
+    assert claims.from_polarize(runs)[1].status == "reproduces"
 
-    def run(variant: str, bos: float, total: float = 1.0, gate: float = 1.0) -> TrainingRun:
-        return TrainingRun("backcopy", variant, 0, accuracy=[1.0], bos_dormant=[[[bos]]], total_dormant=[[[total]]],
-                           gate_dormant=[[[gate]]])  # fmt: skip
 
-    verdicts = {v.claim: v for v in claims.from_lab([run("softmax", 0.95), run("softmax+1", 0.02, 0.1)])}
+def test_sensitivity_weighs_every_direction_and_position() -> None:
+    """C6 on the scoreboard: one random direction no longer decides; the interval says how sure the median is."""
+    always = Spread((3, 6, 9), np.full((8, 3), 2.5))
+    assert claims.from_sensitivity(always).status == "reproduces"
+    mixed = Spread((3, 6, 9), np.linspace(0.5, 3.0, 24).reshape(8, 3))
+    verdict = claims.from_sensitivity(mixed)
+    assert verdict.status == "partly" and "depends on the draw" in verdict.why.text("en")
+    assert "8 random directions × positions 3, 6, 9" in verdict.evidence.text("en")
+    less = claims.from_sensitivity(Spread((3, 6, 9), np.full((8, 3), 0.4)))
+    assert less.status == "differs" and less.measured.text("en").startswith("nudging token 0 moves later "
+                                                                           "predictions 2.5x less")  # fmt: skip
+    assert "2,5 fois moins" in less.measured.text("fr")
+
+
+def lab_run(variant: str, bos: float, accuracy: float = 1.0, total: float = 1.0, gate: float = 1.0) -> TrainingRun:
+    return TrainingRun("backcopy", variant, 0, accuracy=[accuracy], bos_dormant=[[[bos]]],
+                       total_dormant=[[[total]]], gate_dormant=[[[gate]]])  # fmt: skip
+
+
+def test_lab_claims_come_from_runs_that_learned_and_say_which_seed_and_head() -> None:
+    verdicts = {v.claim: v for v in claims.from_lab([lab_run("softmax", 0.95), lab_run("softmax+1", 0.02, total=0.1)])}
     assert verdicts["toy_sink"].status == "reproduces" and verdicts["plus_one"].status == "reproduces"
-    assert verdicts["learned_sink"].status == "needs_run" and verdicts["gated"].status == "needs_run"
-    gated = {v.claim: v for v in claims.from_lab([run("softmax", 0.95), run("gated", 0.4, gate=0.02)])}
-    assert gated["gated"].status == "differs"
-    assert dict(gated["gated"].measured.params) == {"value": 0.4, "where": 0.02}
+    assert "(seed 0, layer 0, head 0)" in verdicts["toy_sink"].measured.text("en")
+    assert "1 of 1 softmax runs learned" in verdicts["toy_sink"].evidence.text("en")
+    assert verdicts["learned_sink"].status == "not_measured" and "train one" in verdicts["learned_sink"].why.text("en")
+    gated = {v.claim: v for v in claims.from_lab([lab_run("softmax", 0.95), lab_run("gated", 0.4, gate=0.02)])}
+    assert gated["gated"].status == "differs" and "harmless rather than absent" in gated["gated"].why.text("en")
+    assert dict(gated["gated"].measured.params)["where"] == 0.02
+
+
+def test_no_verdict_comes_from_a_run_that_did_not_learn() -> None:
+    """A softmax run at accuracy 0.5 with a perfect sink, beside none that learned: not measured, and said why."""
+    verdict = {v.claim: v for v in claims.from_lab([lab_run("softmax", 0.99, accuracy=0.5)])}["toy_sink"]
+    assert verdict.status == "not_measured" and verdict.measured is None
+    assert "0 of 1 softmax runs learned" in verdict.evidence.text("en")
+    assert "did not learn gives no verdict" in verdict.why.text("en")
+    mixed = [lab_run("softmax", 0.2, accuracy=0.5), lab_run("softmax", 0.95)]  # only the learned run decides
+    assert {v.claim: v for v in claims.from_lab(mixed)}["toy_sink"].status == "reproduces"
+
+
+def test_the_scoreboard_gives_every_claim_in_order() -> None:
+    evidence = claims.Evidence(
+        trace(0.8, [0.3, -0.1, -0.2, 0.4, 0.5], [0]), [lab_run("softmax", 0.95)],
+        {"softmax": polarize_run("softmax", 0.3, [1.0, 0]), "sigmoid": polarize_run("sigmoid", 0.95, [0.5, 0.5]),
+         "relu": polarize_run("relu", 0.9, [0.5, 0.5])},
+        {"slopes": {"aligned/sink": 0.0, "aligned/diagonal": 0.5, "random/sink": 0.1, "random/diagonal": 0.2}},
+        dense=(outcome(2.0, 0.3), outcome(2.5, 0.6)),
+    )  # fmt: skip
+    board = claims.scoreboard(evidence)
+    assert [v.claim for v in board] == list(claims.CLAIMS)
+    assert {v.claim: v.status for v in board}["dense_smooths"] == "reproduces"
+    assert {v.status for v in board} <= set(claims.STATUSES)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
@@ -232,5 +233,11 @@ def test_the_claims_scoreboard_computes_a_verdict_for_every_claim(lang: str) -> 
     assert board[verdict].iloc[9] == reproduces  # the shipped Bigram-Backcopy softmax runs
     assert board[verdict].iloc[10] == reproduces  # the learned sink logit takes the dormant mass
     assert board[verdict].iloc[11] != reproduces  # the gate closes, but BOS keeps 0.3-0.6 (Qiu et al.: 0.048)
-    links = {cell.split("](")[1].rstrip(")") for cell in board.iloc[:, -1]}
-    assert links <= {"/softmax", "/reads-nothing", "/streaming", "/lab", "/diagonals", "/massive", "/break"}
+    assert "value_sink >" in board.iloc[1, 2]  # C1: how many sink heads read their sink, beside the value ratio
+    assert board.iloc[:, 3].str.len().min() > 1  # every claim shows the evidence it rests on
+    links = [urlsplit(cell.split("](")[1].rstrip(")")) for cell in board.iloc[:, -1]]
+    assert {link.path for link in links} <= {"/softmax", "/reads-nothing", "/streaming", "/lab", "/diagonals",
+                                              "/massive", "/break"}  # fmt: skip
+    for link in links:  # each page opens on this language, text and model
+        query = parse_qs(link.query)
+        assert query["lang"] == [lang] and query["example"] == ["english"] and query["model"] == ["smollm2-135m"]

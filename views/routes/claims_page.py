@@ -30,9 +30,10 @@ SHOWN = {  # claim -> (catalogue key of the claim, of the published figure, the 
 }
 COLUMNS = {
     "claim": "claims.col_claim", "verdict": "claims.col_verdict", "yours": "claims.col_yours",
-    "published": "claims.col_published", "page": "claims.col_page",
+    "evidence": "claims.col_evidence", "published": "claims.col_published", "page": "claims.col_page",
 }  # fmt: skip
-STATUS = {"reproduces": "claims.reproduces", "differs": "claims.differs", "needs_run": "claims.needs_run"}
+STATUS = {"reproduces": "claims.reproduces", "partly": "claims.partly", "differs": "claims.differs",
+          "not_measured": "claims.not_measured"}  # fmt: skip
 STREAM = {"tokens": 512, "sinks": 4, "window": 60}  # one-pass mask engines: three forward passes in all
 
 
@@ -53,42 +54,55 @@ def streaming_check(request: session.Request) -> dict[str, float]:
     return lessons.cached(request, "claims_streaming", (), run, t("claims.measuring_streaming"))
 
 
-def dense_pair(request: session.Request, trace: Trace) -> tuple[interventions.Outcome, interventions.Outcome]:
-    """The intact run and the run with every head dense (uniform over its visible keys)."""
-    every = interventions.heads_of_kind(trace.heads["kind"], "all", tuple(range(trace.shape[0])))
-    dense = interventions.ForceHeads(every, "uniform")
-    return lessons.outcome(request, trace.token_ids, None), lessons.outcome(request, trace.token_ids, dense)
+def every_layer_pair(request: session.Request, trace: Trace, change: interventions.Intervention) -> tuple:
+    """The intact run and the run with ``change``, both cached for every session."""
+    return lessons.outcome(request, trace.token_ids, None), lessons.outcome(request, trace.token_ids, change)
 
 
 def measured(request: session.Request, trace: Trace) -> list[claims.Verdict]:
     """Everything the verdicts need: cheap runs on this text, the lab's and the cost sweep's shipped results."""
-    ids, long_enough = trace.token_ids, trace.n_tokens > 2  # a perturbation needs a later prediction to move
-    kl = lessons.attempt(lambda: lessons.sensitivity(request, ids, trace.n_tokens // 2, 1.0)) if long_enough else None
-    pair = lessons.attempt(lambda: dense_pair(request, trace)) if long_enough else None
-    ppl = lessons.attempt(lambda: streaming_check(request))
-    backcopy = list((lab_training.shipped_runs("backcopy") | lab_training.live_runs("backcopy")).values())
-    # the lab page's default run
-    polarize = lab_polarization.polarize_runs(POLARIZE_VARIANTS, "logistic", (8, 16), 3000, 0.5, 0)
-    cost = st.session_state.get("cost_result") or sink_cost.shipped()
-    return claims.scoreboard(trace, backcopy, polarize, cost, kl, ppl, pair)
+    layers = tuple(range(trace.shape[0]))
+    every = interventions.heads_of_kind(trace.heads["kind"], "all", layers)
+    long_enough = trace.n_tokens > 2  # a perturbation needs a later prediction to move
+    evidence = claims.Evidence(
+        trace,
+        backcopy=list((lab_training.shipped_runs("backcopy") | lab_training.live_runs("backcopy")).values()),
+        polarize=lab_polarization.polarize_runs(POLARIZE_VARIANTS, "logistic", (8, 16), 3000, 0.5, 0),  # the lab's
+        cost=st.session_state.get("cost_result") or sink_cost.shipped(),
+        sensitivity=lessons.attempt(lambda: lessons.sensitivity_spread(request, trace.token_ids, 1.0))
+        if long_enough
+        else None,
+        streaming=lessons.attempt(lambda: streaming_check(request)),
+        dense=lessons.attempt(lambda: every_layer_pair(request, trace, interventions.ForceHeads(every, "uniform"))),
+        removed=lessons.attempt(lambda: every_layer_pair(request, trace, interventions.DropFirst(1, layers))),
+    )
+    return claims.scoreboard(evidence)
+
+
+def verdict_cell(verdict: claims.Verdict) -> str:
+    """The verdict, and for partly or differs the sentence of why."""
+    return t(STATUS[verdict.status]) + (f" — {say(verdict.why)}" if verdict.why is not None else "")
 
 
 def table(verdicts: list[claims.Verdict]) -> None:
-    """One row per claim, the verdict beside the claim; a static table, so long cells wrap at any width."""
+    """One row per claim, the verdict beside the claim; a static table, so long cells wrap at any width. The
+    links carry this view (language, text, model, head), so the page opens on what was measured here."""
     columns = {name: t(key) for name, key in COLUMNS.items()}
+    query = url_state.current_query()
     rows = [
         {
             columns["claim"]: t(SHOWN[v.claim][0]),
-            columns["verdict"]: t(STATUS[v.status]),
+            columns["verdict"]: verdict_cell(v),
             columns["yours"]: say(v.measured) if v.measured is not None else "—",
+            columns["evidence"]: say(v.evidence) if v.evidence is not None else "—",
             columns["published"]: t(SHOWN[v.claim][1]),
-            columns["page"]: f"[{t('claims.open')}](/{SHOWN[v.claim][2]})",
+            columns["page"]: f"[{t('claims.open')}](/{SHOWN[v.claim][2]}?{query})",
         }
         for v in verdicts
     ]
     st.table(pd.DataFrame(rows).set_index(columns["claim"]))
-    counts = {status: sum(v.status == status for v in verdicts) for status in STATUS}
-    st.markdown(t("claims.summary", reproduces=counts["reproduces"], differs=counts["differs"], total=len(verdicts)))
+    counts = {status: sum(v.status == status for v in verdicts) for status in claims.STATUSES}
+    st.markdown(t("claims.summary", total=len(verdicts), **counts))
 
 
 def page() -> None:

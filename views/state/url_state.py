@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping
+from urllib.parse import urlencode
 
 import streamlit as st
 from sinkscope.core.bundled import BUNDLED
@@ -148,11 +149,21 @@ def sync_sides(prefixes: Collection[str]) -> None:
     st.query_params.from_dict({k: v for k, v in params.items() if v not in (None, "")})
 
 
-def sync_url() -> None:
-    """Write the current view into the URL, so copying it shares exactly this view."""
+def _view_params() -> dict[str, str]:
+    """The current view: model, text, language, layer, head and the other fields a link carries."""
     state = st.session_state
     params = _text_params()
     params["lang"] = state.get("lang")
     params |= {key: str(state[key]) for key in FIELDS if key in state}
     params |= {key: str(int(state[key])) for key in FLAGS if key in state}
-    st.query_params.from_dict({k: v for k, v in params.items() if v not in (None, "")})
+    return {k: v for k, v in params.items() if v not in (None, "")}
+
+
+def current_query() -> str:
+    """The current view as a query string, for a link to another page that should open on it."""
+    return urlencode(_view_params())
+
+
+def sync_url() -> None:
+    """Write the current view into the URL, so copying it shares exactly this view."""
+    st.query_params.from_dict(_view_params())

@@ -58,6 +58,16 @@ def sensitivity(request: session.Request, ids: tuple[int, ...], position: int, s
     return cached(request, "sensitivity", (ids, position, size), run, t("break.perturbing"))
 
 
+def sensitivity_spread(request: session.Request, ids: tuple[int, ...], size: float) -> interventions.Spread:
+    """Token 0's nudge against other tokens' over many random directions and three positions."""
+    loaded = cache.get_model(request.model, request.dtype)
+
+    def run() -> interventions.Spread:
+        return interventions.sensitivity_spread(loaded, ids, size * interventions.embedding_scale(loaded, ids))
+
+    return cached(request, "sensitivity_spread", (ids, size), run, t("break.perturbing"))
+
+
 def geometry(request: session.Request, ids: tuple[int, ...]) -> dict[str, np.ndarray]:
     loaded = cache.get_model(request.model, request.dtype)
     return cached(request, "geometry", (ids,), lambda: key_geometry(loaded, ids), t("lesson.reading_keys"))

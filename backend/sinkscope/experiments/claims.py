@@ -1,13 +1,14 @@
 """The papers' claims checked on the user's model and text (or on the lab's runs): computed verdicts.
 
-Each check takes data that was already measured and returns a ``Verdict``: reproduces, differs, or
-``needs_run`` when the measurement it needs has not been run yet. The thresholds are stated beside each
-check; the published numbers and sources live in the catalogues (``claims.<id>.*``).
+Each check takes data that was already measured and returns a ``Verdict``: reproduces, partly (the evidence
+agrees on one part and not on another), differs, or not measured (the run it needs is missing, or no run of
+its variant learned its task). Each verdict carries what was measured, the evidence it rests on and, when it
+is partly or differs, one sentence of why. Thresholds are stated beside each check; the published numbers and
+sources live in the catalogues (``claims.<id>.*``).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -15,25 +16,34 @@ import numpy as np
 
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message, times
-from sinkscope.experiments.interventions import Outcome
+from sinkscope.experiments.interventions import Outcome, Spread
 from sinkscope.lab.polarization import PolarizeRun
-from sinkscope.lab.toy import Finding, TrainingRun, findings
+from sinkscope.lab.toy import LEARNED, Finding, TrainingRun, findings
 
 CLAIMS = (
     "softmax_sink", "value_little", "streaming", "plus_one", "half_space", "dense_smooths",
     "sink_cheaper", "polarizes", "sigmoid_flat", "toy_sink", "learned_sink", "gated", "massive_first", "one_token",
 )  # fmt: skip
+STATUSES = ("reproduces", "partly", "differs", "not_measured")
 
 
 @dataclass(frozen=True)
 class Verdict:
     claim: str  # one of CLAIMS
-    status: str  # "reproduces", "differs" or "needs_run"
+    status: str  # one of STATUSES
     measured: Message | None  # what was measured here, ready to render in any language
+    evidence: Message | None = None  # what the verdict rests on, and how much of it there is
+    why: Message | None = None  # one sentence, when the verdict is partly or differs
 
 
-def _verdict(claim: str, holds: bool, key: str, **values: object) -> Verdict:
-    return Verdict(claim, "reproduces" if holds else "differs", Message.of(key, **values))
+def graded(claim: str, parts_holding: int, parts: int, measured: Message, evidence: Message, why: Message) -> Verdict:
+    """All parts hold: reproduces; some: partly; none: differs (``why`` is kept only then)."""
+    status = "reproduces" if parts_holding == parts else "partly" if parts_holding else "differs"
+    return Verdict(claim, status, measured, evidence, None if status == "reproduces" else why)
+
+
+def _said(key: str, **values: object) -> Message:
+    return Message.of(key, **values)
 
 
 def half_space_layers(cosines: np.ndarray) -> tuple[list[int], np.ndarray]:
@@ -46,114 +56,192 @@ def half_space_layers(cosines: np.ndarray) -> tuple[list[int], np.ndarray]:
 def half_space(trace: Trace) -> Message:
     """What the scoreboard measures of the half-space condition, for any page that shows it."""
     negative, middle = half_space_layers(trace.layers["bos_cosine"])
-    return Message.of("claims.yours.half_space", n=len(negative), of=len(middle), low=round(float(middle.min()), 2))
+    return _said("claims.yours.half_space", n=len(negative), of=len(middle), low=round(float(middle.min()), 2))
 
 
-def from_trace(trace: Trace) -> list[Verdict]:
-    """Sink rate above 50% at eps 0.3; sink heads' first value smaller than a typical one (median ratio < 1);
-    bos_cosine <= 0 in some middle layer (the middle third of depth); most massive activations on token 0."""
-    rate = trace.sink_rate()
-    sink_heads = trace.heads["kind"] == "sink"
-    ratio = float(np.nanmedian(trace.heads["value_norm_ratio"][sink_heads])) if sink_heads.any() else float("nan")
+def from_trace(trace: Trace, removed: tuple[Outcome, Outcome] | None = None) -> list[Verdict]:
+    """Sink rate above 50% at eps 0.3 (partly above 25%); the sink heads' first value smaller than a typical one,
+    with at most half of them reading over half their output from it; bos_cosine <= 0 in most layers of the
+    middle third of depth (partly: in some); massive activations mostly on token 0 (partly: some)."""
+    rate, heads = trace.sink_rate(), int(np.prod(trace.shape))
+    on_text = _said("claims.evidence.trace", heads=heads, n=trace.n_tokens)
     negative, middle = half_space_layers(trace.layers["bos_cosine"])
+    third = len(trace.layers["bos_cosine"]) // 3
     on_first = sum(token == 0 for _, token, _, _ in trace.massive)
     return [
-        _verdict("softmax_sink", rate > 50, "claims.yours.rate", rate=round(rate, 1), n=trace.n_tokens),
-        _verdict("value_little", ratio < 1, "claims.yours.value_ratio", ratio=round(ratio, 2)),
-        Verdict("half_space", "reproduces" if negative else "differs", half_space(trace)),
-        _verdict(
+        graded(
+            "softmax_sink",
+            int(rate > 50) + int(rate > 25),
+            2,
+            _said("claims.yours.rate", rate=round(rate, 1), n=trace.n_tokens),
+            on_text,
+            _said("claims.why.softmax_sink", rate=round(rate, 1)),
+        ),  # fmt: skip
+        value_little(trace, removed),
+        graded(
+            "half_space",
+            int(len(negative) > len(middle) / 2) + int(bool(negative)),
+            2,
+            half_space(trace),
+            _said("claims.evidence.half_space", first=third, last=third + len(middle) - 1),
+            _said("claims.why.half_space", n=len(negative), of=len(middle)),
+        ),  # fmt: skip
+        graded(
             "massive_first",
-            bool(trace.massive) and on_first > len(trace.massive) / 2,
-            "claims.yours.massive",
-            first=on_first,
-            n=len(trace.massive),
-            top=round(float(trace.layers["top1"].max())),
+            int(on_first > len(trace.massive) / 2) + int(on_first > 0),
+            2,
+            _said(
+                "claims.yours.massive",
+                first=on_first,
+                n=len(trace.massive),
+                top=round(float(trace.layers["top1"].max())),
+            ),
+            on_text,
+            _said("claims.why.massive_first", first=on_first, n=len(trace.massive)),
         ),  # fmt: skip
     ]
+
+
+def value_little(trace: Trace, removed: tuple[Outcome, Outcome] | None) -> Verdict:
+    """Two claims shown side by side: the sink reads little (its value is small: the verdict) and what removing
+    the first key costs the model (the evidence; removing a key that reads nothing can still cost a lot)."""
+    sinks = trace.heads["kind"] == "sink"
+    if not sinks.any():
+        return Verdict("value_little", "not_measured", None, None, _said("claims.why.no_sink_heads"))
+    ratio = float(np.nanmedian(trace.heads["value_norm_ratio"][sinks]))
+    reading = int((trace.heads["value_sink"][sinks] > 0.5).sum())
+    measured = _said("claims.yours.value_ratio", ratio=round(ratio, 2), reading=reading, sinks=int(sinks.sum()))
+    if removed is None:
+        evidence = _said("claims.evidence.value_unrun")
+    else:
+        intact, dropped = removed
+        evidence = _said("claims.evidence.value_removed", nats=round(dropped.loss - intact.loss, 2))
+    holding = int(ratio < 1) + int(ratio < 1 and reading <= sinks.sum() / 2)
+    return graded("value_little", holding, 2, measured, evidence,
+                  _said("claims.why.value_little", reading=reading, sinks=int(sinks.sum())))  # fmt: skip
+
+
+LAB_CLAIMS = {  # toy.findings' claim -> (the claim here, the variant it trains, what was measured, why it may differ)
+    "withhold": ("plus_one", "softmax+1", "claims.yours.plus_one", "claims.why.plus_one"),
+    "sink": ("toy_sink", "softmax", "claims.yours.toy_sink", "claims.why.toy_sink"),
+    "learned": ("learned_sink", "sink-logit", "claims.yours.learned_sink", "claims.why.learned_sink"),
+    "gate": ("gated", "gated", "claims.yours.gated", "claims.why.gated"),
+}
 
 
 def from_lab(backcopy: list[TrainingRun]) -> list[Verdict]:
-    """The shipped (or retrained) Bigram-Backcopy runs: softmax >= 0.9 on BOS at dormant queries, softmax+1 <= 0.1;
-    a learned sink logit or an output gate keeps BOS <= 0.1 (``toy.findings``). A variant without runs: needs_run."""
+    """The shipped (or retrained) Bigram-Backcopy runs that learned their task (``toy.findings``); a variant with
+    no run, or with no run that learned, is not measured."""
     found = {f.claim: f for f in findings(backcopy)}
-    return [_lab_verdict(claim, key, found.get(toy_claim)) for toy_claim, (claim, key) in LAB_CLAIMS.items()]
+    return [_lab_verdict(*keys, found.get(toy_claim), [r for r in backcopy if r.variant == keys[1]])
+            for toy_claim, keys in LAB_CLAIMS.items()]  # fmt: skip
 
 
-LAB_CLAIMS = {  # toy.findings' claim -> (the claim here, the catalogue key of what was measured)
-    "withhold": ("plus_one", "claims.yours.plus_one"), "sink": ("toy_sink", "claims.yours.toy_sink"),
-    "learned": ("learned_sink", "claims.yours.learned_sink"), "gate": ("gated", "claims.yours.gated"),
-}  # fmt: skip
-
-
-def _lab_verdict(claim: str, key: str, found: Finding | None) -> Verdict:
+def _lab_verdict(
+    claim: str, variant: str, key: str, why: str, found: Finding | None, runs: list[TrainingRun]
+) -> Verdict:
+    learned = sum(run.learned() for run in runs)
+    evidence = _said("claims.evidence.lab", variant=variant, learned=learned, runs=len(runs), threshold=LEARNED)
     if found is None:
-        return Verdict(claim, "needs_run", None)
+        why = _said("claims.why.lab_untrained" if not runs else "claims.why.lab_not_learned", variant=variant)
+        return Verdict(claim, "not_measured", None, evidence, why)
+    seed, layer, head = found.source
     where = {} if found.where is None else {"where": round(found.where, 3)}
-    return _verdict(claim, found.holds, key, value=round(found.value, 3), **where)
+    measured = _said(key, value=round(found.value, 3), seed=seed, layer=layer, head=head, **where)
+    return graded(claim, int(found.holds), 1, measured, evidence, _said(why, **where))
 
 
 def from_polarize(runs: Mapping[str, PolarizeRun]) -> list[Verdict]:
-    """Softmax's weights end near one-hot (entropy below half its start); sigmoid's stay spread (above 0.8)."""
-    softmax, sigmoid = runs["softmax"], runs["sigmoid"]
-    return [
-        _verdict(
-            "polarizes",
-            softmax.polarized(),
-            "claims.yours.entropy",
-            start=round(softmax.entropy[0], 2),
-            end=round(softmax.entropy[-1], 2),
-        ),  # fmt: skip
-        _verdict(
-            "sigmoid_flat",
-            sigmoid.entropy[-1] > 0.8,
-            "claims.yours.entropy",
-            start=round(sigmoid.entropy[0], 2),
-            end=round(sigmoid.entropy[-1], 2),
-        ),  # fmt: skip
-    ]
+    """Softmax's weights end near one-hot (entropy below half its start); sigmoid's and ReLU's stay spread (final
+    entropy above 0.8 for sigmoid; ReLU's run not polarized). A ReLU run that ends one-hot because its units died
+    (a negative score gets no gradient) is reported as such: that is not the polarizing term at work."""
+    softmax, sigmoid, relu = runs["softmax"], runs["sigmoid"], runs["relu"]
+    steps = int(softmax.settings.get("steps", len(softmax.entropy)))
+    evidence = _said("claims.evidence.polarize", steps=steps, candidates=len(softmax.weights[-1]))
+    polarizes = graded("polarizes", int(softmax.polarized()), 1, _entropy(softmax), evidence,
+                       _said("claims.why.polarizes"))  # fmt: skip
+    measured = _said("claims.yours.flat", sigmoid=_entropy(sigmoid), relu=_entropy(relu), dead=relu.dead(),
+                     n=len(relu.weights[-1]))  # fmt: skip
+    flat = int(sigmoid.entropy[-1] > 0.8) + int(not relu.polarized())
+    why = _said("claims.why.relu_dead" if relu.dead() else "claims.why.sigmoid_flat", dead=relu.dead())
+    return [polarizes, graded("sigmoid_flat", flat, 2, measured, evidence, why)]
+
+
+def _entropy(run: PolarizeRun) -> Message:
+    return _said("claims.yours.entropy", start=round(run.entropy[0], 2), end=round(run.entropy[-1], 2))
 
 
 def from_cost(cost: Mapping[str, object]) -> Verdict:
-    """Aligned embeddings: the sink's norm grows more slowly with T than the diagonal's (its slope is lower)."""
+    """The sink's norm grows more slowly with T than the diagonal's (a lower slope), with aligned embeddings and
+    with random ones; a slope never found (JSON null) does not count as lower."""
     found = {name: np.nan if value is None else float(value) for name, value in cost["slopes"].items()}
-    sink, diagonal = found["aligned/sink"], found["aligned/diagonal"]  # JSON writes a slope never found as null
-    return _verdict("sink_cheaper", bool(sink < diagonal), "claims.yours.cost", sink=round(sink, 2),
-                    diagonal=round(diagonal, 2))  # fmt: skip
+    slopes = {
+        geometry: (found[f"{geometry}/sink"], found[f"{geometry}/diagonal"]) for geometry in ("aligned", "random")
+    }
+    lengths = sorted({int(point["n_tokens"]) for point in cost.get("points", [])}) or [0]
+    measured = _said("claims.yours.cost", **{f"{g}_{p}": round(v, 2) for g, pair in slopes.items()
+                                             for p, v in zip(("sink", "diagonal"), pair, strict=True)})  # fmt: skip
+    evidence = _said("claims.evidence.cost", low=lengths[0], high=lengths[-1])
+    cheaper = {geometry: bool(sink < diagonal) for geometry, (sink, diagonal) in slopes.items()}
+    why = _said("claims.why.cost_random" if cheaper["aligned"] else "claims.why.cost_aligned")
+    return graded("sink_cheaper", sum(cheaper.values()), 2, measured, evidence, why)
 
 
-def from_sensitivity(kl: Mapping[int, float] | None) -> Verdict:
-    """Nudging token 0 moves later predictions more than nudging another token by the same distance."""
-    if kl is None:
-        return Verdict("one_token", "needs_run", None)
-    first, other = kl.values()
-    return _verdict("one_token", first > other, "claims.yours.kl", ratio=times(first / other if other else math.inf))
+def from_sensitivity(spread: Spread | None) -> Verdict:
+    """Nudging token 0 moves later predictions more than nudging another token by the same distance: in 90% of
+    random directions and positions (reproduces), in the median only (partly), or not (differs)."""
+    if spread is None:
+        return Verdict("one_token", "not_measured", None)
+    low, high = spread.interval()
+    median = spread.median()
+    measured = _said("claims.yours.kl", ratio=times(median))
+    evidence = _said("claims.evidence.kl", directions=spread.ratios.shape[0],
+                     positions=", ".join(map(str, spread.positions)), low=times(low), high=times(high))  # fmt: skip
+    return graded("one_token", int(median > 1) + int(low > 1), 2, measured, evidence,
+                  _said("claims.why.one_token" if median > 1 else "claims.why.one_token_less"))  # fmt: skip
 
 
 def from_streaming(ppl: Mapping[str, float] | None) -> Verdict:
-    """4 sinks + a window stay within 25% of dense perplexity while the window alone is at least twice as bad."""
+    """4 sinks + a window stay within 25% of dense perplexity, and the window alone is at least twice as bad."""
     if ppl is None:
-        return Verdict("streaming", "needs_run", None)
-    holds = ppl["sinks"] <= 1.25 * ppl["dense"] and ppl["window"] >= 2 * ppl["dense"]
-    return _verdict("streaming", holds, "claims.yours.streaming", dense=round(ppl["dense"], 2),
-                    window=round(ppl["window"], 2), sinks=round(ppl["sinks"], 2))  # fmt: skip
+        return Verdict("streaming", "not_measured", None)
+    sinks_close, window_bad = ppl["sinks"] <= 1.25 * ppl["dense"], ppl["window"] >= 2 * ppl["dense"]
+    measured = _said("claims.yours.streaming", dense=round(ppl["dense"], 2), window=round(ppl["window"], 2),
+                     sinks=round(ppl["sinks"], 2))  # fmt: skip
+    evidence = _said("claims.evidence.streaming", over=round(100 * (ppl["sinks"] / ppl["dense"] - 1)),
+                     window=times(ppl["window"] / ppl["dense"]))  # fmt: skip
+    why = _said("claims.why.streaming_window" if not window_bad else "claims.why.streaming_sinks")
+    return graded("streaming", int(sinks_close) + int(window_bad), 2, measured, evidence, why)
 
 
 def from_dense(intact: Outcome | None, dense: Outcome | None) -> Verdict:
     """Every head made uniform raises the scaled token cosine, averaged over depth."""
     if intact is None or dense is None:
-        return Verdict("dense_smooths", "needs_run", None)
+        return Verdict("dense_smooths", "not_measured", None)
     before, after = float(np.nanmean(intact.token_cosine_scaled)), float(np.nanmean(dense.token_cosine_scaled))
-    return _verdict("dense_smooths", after > before, "claims.yours.dense", before=round(before, 3),
-                    after=round(after, 3))  # fmt: skip
+    measured = _said("claims.yours.dense", before=round(before, 3), after=round(after, 3))
+    evidence = _said("claims.evidence.dense", layers=len(intact.token_cosine_scaled))
+    return graded("dense_smooths", int(after > before), 1, measured, evidence, _said("claims.why.dense_smooths"))
 
 
-def scoreboard(
-    trace: Trace, backcopy: list[TrainingRun], polarize: Mapping[str, PolarizeRun], cost: Mapping[str, object],
-    sensitivity: Mapping[int, float] | None = None, streaming: Mapping[str, float] | None = None,
-    dense: tuple[Outcome, Outcome] | None = None,
-) -> list[Verdict]:  # fmt: skip
+@dataclass(frozen=True)
+class Evidence:
+    """Everything the scoreboard reads; a run that could not be made is None and its claim is not measured."""
+
+    trace: Trace
+    backcopy: list[TrainingRun]
+    polarize: Mapping[str, PolarizeRun]
+    cost: Mapping[str, object]
+    sensitivity: Spread | None = None
+    streaming: Mapping[str, float] | None = None
+    dense: tuple[Outcome, Outcome] | None = None  # (intact, every head uniform)
+    removed: tuple[Outcome, Outcome] | None = None  # (intact, the first key removed from every layer)
+
+
+def scoreboard(evidence: Evidence) -> list[Verdict]:
     """Every claim in the order of CLAIMS."""
-    found = [*from_trace(trace), *from_lab(backcopy), *from_polarize(polarize), from_cost(cost)]
-    found += [from_sensitivity(sensitivity), from_streaming(streaming), from_dense(*(dense or (None, None)))]
+    found = [*from_trace(evidence.trace, evidence.removed), *from_lab(evidence.backcopy),
+             *from_polarize(evidence.polarize), from_cost(evidence.cost), from_sensitivity(evidence.sensitivity),
+             from_streaming(evidence.streaming), from_dense(*(evidence.dense or (None, None)))]  # fmt: skip
     by_claim = {verdict.claim: verdict for verdict in found}
     return [by_claim[claim] for claim in CLAIMS]

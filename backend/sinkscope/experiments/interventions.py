@@ -285,6 +285,48 @@ def sensitivity(
     return result
 
 
+@dataclass(frozen=True)
+class Spread:
+    """How much more token 0's nudge moves later predictions than another token's, over many nudges."""
+
+    positions: tuple[int, ...]  # the other tokens nudged
+    ratios: np.ndarray  # (direction, position): KL after nudging token 0 / KL after nudging that position
+
+    def median(self) -> float:
+        return float(np.median(self.ratios))
+
+    def interval(self) -> tuple[float, float]:
+        """The 10th and 90th percentiles: where 80% of the ratios lie."""
+        low, high = np.percentile(self.ratios, [10, 90])
+        return float(low), float(high)
+
+
+def sensitivity_spread(
+    loaded: LoadedModel, ids: list[int] | tuple[int, ...], size: float, directions: int = 8
+) -> Spread:
+    """``sensitivity`` over ``directions`` random directions and three positions (a quarter, half and three
+    quarters into the text): one direction alone can flip the verdict. Each ratio compares the two nudges on
+    the predictions both reach."""
+    ids = list(ids)
+    if len(ids) < 3:
+        raise InputError("error.three_tokens")
+    positions = tuple(sorted({max(1, min(len(ids) - 1, len(ids) * k // 4)) for k in (1, 2, 3)}))
+    start = positions[0]
+    intact, _ = _forward(loaded, ids, None, measure=False, logits_from=start)  # (position from start, vocab)
+
+    def kl(position: int, seed: int) -> torch.Tensor:  # (position from start,): KL per prediction
+        changed, _ = _forward(loaded, ids, Perturb(position, size, seed), measure=False, logits_from=start)
+        return (intact.exp() * (intact - changed)).sum(-1)
+
+    ratios = np.empty((directions, len(positions)))
+    for seed in range(directions):
+        first = kl(0, seed)
+        for j, position in enumerate(positions):
+            reached = slice(position - start, None)  # the predictions a nudge of ``position`` can move
+            ratios[seed, j] = float(first[reached].mean() / kl(position, seed)[reached].mean().clamp_min(1e-12))
+    return Spread(positions, ratios)
+
+
 def embedding_scale(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> float:
     """The median norm of the text's h^0: the unit perturbation sizes are given in.
 
