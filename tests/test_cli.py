@@ -106,7 +106,7 @@ def test_lab_commands_report_and_save_a_run(tmp_path: Path) -> None:
     assert numbers["final_entropy"] < 1 and numbers["ratio_curve"][0]["step"] == 1
     saved = lab.PolarizeRun.load(tmp_path / "softmax-logistic-seed0.json")
     assert saved.settings["steps"] == 200 and saved.entropy[-1] == numbers["final_entropy"]
-    for task, heads in (("induction", 8), ("backcopy", 1), ("trigger", 4)):
+    for task, heads in (("induction", 8), ("backcopy", 1)):
         out = tmp_path / f"{task}.json"
         options = ["--attention", "sigmoid", "--steps", "20", "--seed", "3", "--save", str(tmp_path / task)]
         done = cli("lab", task, *options, "--json", str(out))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 from sinkscope import lab
-from sinkscope.core.names import POLARIZE_VARIANTS, TASK_VARIANTS
+from sinkscope.core.names import LAB_TASKS, POLARIZE_VARIANTS, TASK_VARIANTS
 from sinkscope.lab import tasks, toy
 
 SHIPPED = Path(__file__).resolve().parent.parent / "assets" / "lab"
@@ -57,21 +57,6 @@ def test_backcopy_copies_the_token_before_each_trigger_and_only_triggers_are_act
     assert not torch.isin(x[:, 1], triggers).any()  # a trigger right after BOS would copy BOS
 
 
-def test_triggered_induction_marks_only_repeated_triggers_active() -> None:
-    task = tasks.Trigger()
-    batch = task.batch(100, torch.Generator().manual_seed(5))
-    triggers = set(torch.unique(batch.inputs[batch.active]).tolist())
-    assert 0 < len(triggers) <= task.triggers
-    for row, active in zip(batch.inputs.tolist(), batch.active.tolist(), strict=True):
-        for pos, token in enumerate(row[:-1]):
-            earlier = [p for p in range(pos) if row[p] == token]
-            if token in triggers:
-                assert active[pos] == bool(earlier)  # a first occurrence cannot be predicted from the context
-                assert all(row[p + 1] == row[pos + 1] for p in earlier)  # the same output every time
-            else:
-                assert not active[pos]
-
-
 def test_a_saved_run_loads_back_identically(tmp_path: Path) -> None:
     run = toy.train("induction", "sigmoid", steps=6, checkpoints=3, seed=2)
     run.save(tmp_path / "run.json")
@@ -94,12 +79,15 @@ def test_unnormalized_rows_report_their_raw_weight_and_total() -> None:
 
 def test_causal_masking_holds_for_unnormalized_variants() -> None:
     data = tasks.Backcopy()
-    model = toy.TinyTransformer("linear", data.vocab, data.length, toy.SETUPS["trigger"])
+    model = toy.TinyTransformer("linear", data.vocab, data.length, toy.SETUPS["backcopy"])
     _, maps, _ = model(data.batch(2, torch.Generator().manual_seed(0)).inputs)
     assert torch.triu(maps, diagonal=1).abs().max() == 0
 
 
-@pytest.mark.parametrize("variant", TASK_VARIANTS)
+BACKCOPY_SHIPPED = [v for v in TASK_VARIANTS if v != "linear"]  # linear does not learn it in 2,000 steps
+
+
+@pytest.mark.parametrize("variant", BACKCOPY_SHIPPED)
 def test_the_shipped_backcopy_runs_exist_for_two_seeds(variant: str) -> None:
     for seed in (0, 1):
         run = toy.TrainingRun.load(SHIPPED / "backcopy" / f"{variant}-seed{seed}.json")
@@ -108,9 +96,8 @@ def test_the_shipped_backcopy_runs_exist_for_two_seeds(variant: str) -> None:
 
 def test_the_shipped_backcopy_runs_show_softmax_sinking_and_softmax_plus_one_withholding() -> None:
     """The claim the lab page makes: a softmax head >= 0.9 on BOS at dormant queries, softmax+1 <= 0.1."""
-    runs = {
-        (v, s): toy.TrainingRun.load(SHIPPED / "backcopy" / f"{v}-seed{s}.json") for v in TASK_VARIANTS for s in (0, 1)
-    }
+    shipped = [(v, s) for v in BACKCOPY_SHIPPED for s in (0, 1)]
+    runs = {(v, s): toy.TrainingRun.load(SHIPPED / "backcopy" / f"{v}-seed{s}.json") for v, s in shipped}
     for seed in (0, 1):
         assert runs[("softmax", seed)].final("bos_dormant").max() >= 0.9
         assert runs[("softmax", seed)].final("bos_active").max() <= 0.1
@@ -162,7 +149,17 @@ def test_a_softmax_plus_one_sink_that_forms_and_goes_is_found() -> None:
     assert softmax.transient_sink() is None  # a sink that stays is no transient
 
 
-@pytest.mark.parametrize("task", ["backcopy", "trigger", "induction"])
+@pytest.mark.parametrize("task", LAB_TASKS)
+def test_every_shipped_run_learned_its_task_on_two_seeds(task: str) -> None:
+    """Item 5: the lab ships only runs whose task was learned (accuracy at active queries >= toy.LEARNED)."""
+    runs = [toy.TrainingRun.load(path) for path in sorted((SHIPPED / task).glob("*.json"))]
+    below = {(run.variant, run.seed): round(run.accuracy[-1], 3) for run in runs if run.accuracy[-1] < toy.LEARNED}
+    assert runs and below == {}
+    seeds = {variant: {run.seed for run in runs if run.variant == variant} for variant in {run.variant for run in runs}}
+    assert all(len(found) >= 2 for found in seeds.values()), seeds
+
+
+@pytest.mark.parametrize("task", LAB_TASKS)
 def test_no_verdict_comes_from_a_run_that_did_not_learn(task: str) -> None:
     runs = [toy.TrainingRun.load(path) for path in sorted((SHIPPED / task).glob("*.json"))]
     learned = [run for run in runs if run.learned()]

@@ -47,6 +47,6 @@ def test_the_claims_scoreboard_and_the_lab_open_from_direct_links(page: Page, ap
     page.goto(f"{app_url}/lab")
     expect(page.get_by_text("Softmax forms a sink").first).to_be_visible(timeout=LOAD)
     expect(page.get_by_text("share of attention").first).to_be_visible(timeout=LOAD)  # the softmax run's axis
-    page.get_by_text("Triggered induction").click()
-    expect(page.get_by_text(re.compile(r"^Bietti et al\. \(2023\)"))).to_be_visible(timeout=LOAD)
+    page.get_by_text("Induction (last query only)").click()
+    expect(page.get_by_text(re.compile(r"^Varre et al\.'s induction task"))).to_be_visible(timeout=LOAD)
     expect(page.get_by_text("Traceback")).to_have_count(0)

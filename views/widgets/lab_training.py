@@ -13,8 +13,8 @@ from views.state import cache, session
 from views.text import language, local_table, num, t
 
 RUNS = session.ASSETS / "lab"
-TASK_KEYS = {"backcopy": "lab.task_backcopy", "trigger": "lab.task_trigger", "induction": "lab.task_induction"}
-ABOUT_KEYS = {"backcopy": "lab.about_backcopy", "trigger": "lab.about_trigger", "induction": "lab.about_induction"}
+TASK_KEYS = {"backcopy": "lab.task_backcopy", "induction": "lab.task_induction"}
+ABOUT_KEYS = {"backcopy": "lab.about_backcopy", "induction": "lab.about_induction"}
 CLAIM_KEYS = {
     "sink": "lab.claim_sink", "withhold": "lab.claim_withhold", "switch_off": "lab.claim_switch_off",
     "learned": "lab.claim_learned", "gate": "lab.claim_gate",

@@ -66,6 +66,6 @@ TITLES: dict[str, str] = {m.name: m.title for m in HEAD if m.title}
 STREAM_METHODS: tuple[str, ...] = ("dense", "window", "sinks", "recompute", "mask-window", "mask-sinks")
 POLARIZE_VARIANTS: tuple[str, ...] = ("softmax", "softmax+1", "sigmoid", "relu", "linear")  # lab polarize
 TASK_VARIANTS: tuple[str, ...] = ("softmax", "softmax+1", "sigmoid", "linear", "sink-logit", "gated")  # lab tasks
-LAB_TASKS: tuple[str, ...] = ("backcopy", "trigger", "induction")  # sinkscope.lab.tasks, the default first
+LAB_TASKS: tuple[str, ...] = ("backcopy", "induction")  # sinkscope.lab.tasks, the default first
 COST_LENGTHS: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)  # the T of sinkscope.experiments.cost's sweep
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")

@@ -75,42 +75,6 @@ class Backcopy:
         return next_token_batch(tokens, torch.isin(tokens, triggers))
 
 
-@dataclass(frozen=True)
-class Trigger:
-    """Triggered induction (Bietti et al. 2023): each trigger is followed by an output token drawn per sequence.
-
-    Only second and later occurrences of a trigger are predictable from the context: those are active.
-    """
-
-    vocab: int = 33
-    length: int = 32
-    triggers: int = 3
-    data_seed: int = 0
-    name: str = "trigger"
-
-    def batch(self, size: int, generator: torch.Generator) -> Batch:
-        triggers = torch.tensor(np.random.default_rng(self.data_seed).permutation(self.vocab - 1)[: self.triggers] + 1)
-        plain = torch.ones(self.vocab - 1)
-        plain[triggers - 1] = 0
-        tokens = torch.multinomial(plain.expand(size, -1), self.length, replacement=True, generator=generator) + 1
-        tokens[:, 0] = BOS
-        outputs = torch.multinomial(plain.expand(size, -1), self.triggers, generator=generator) + 1  # (batch, trigger)
-        place = torch.rand(size, self.length, generator=generator) < 0.15
-        place[:, 0] = False
-        place[:, -1] = False  # a trigger needs a next position for its output
-        which = torch.randint(0, self.triggers, (size, self.length), generator=generator)
-        for pos in range(1, self.length - 1):
-            put = place[:, pos] & ~torch.isin(tokens[:, pos - 1], triggers)  # an output slot stays an output
-            tokens[put, pos] = triggers[which[put, pos]]
-            tokens[put, pos + 1] = outputs[put, which[put, pos]]
-        is_trigger = torch.isin(tokens, triggers)
-        seen_before = torch.zeros_like(is_trigger)
-        for k in range(self.triggers):
-            hits = (tokens == triggers[k]).long()  # (batch, pos)
-            seen_before |= (hits.cumsum(1) >= 2) & hits.bool()
-        return next_token_batch(tokens, is_trigger & seen_before)
-
-
 def next_token_batch(tokens: torch.Tensor, active: torch.Tensor) -> Batch:
     """A full next-token loss over (batch, pos) tokens: the last position has no target."""
     targets = torch.full_like(tokens, IGNORE)
@@ -118,4 +82,4 @@ def next_token_batch(tokens: torch.Tensor, active: torch.Tensor) -> Batch:
     return Batch(tokens, targets, active & (targets != IGNORE))
 
 
-TASKS = {"backcopy": Backcopy(), "trigger": Trigger(), "induction": Induction()}  # the order of names.LAB_TASKS
+TASKS = {"backcopy": Backcopy(), "induction": Induction()}  # the order of names.LAB_TASKS

@@ -51,7 +51,6 @@ class Setup:
 
 SETUPS = {
     "backcopy": Setup(width=32, layers=1, heads=1, mlp=True, lr=1e-2, batch=32, weight_decay=0.01, steps=2000),
-    "trigger": Setup(width=64, layers=2, heads=4, mlp=True, lr=1e-3, batch=64, weight_decay=0.0, steps=2000),
     "induction": Setup(width=128, layers=2, heads=4, mlp=True, lr=1e-3, batch=64, weight_decay=0.0, steps=2000),
 }
 
