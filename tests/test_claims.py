@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sinkscope.core.capture import Trace
-from sinkscope.experiments import claims
+from sinkscope.experiments import claims, cost
 from sinkscope.experiments.interventions import Outcome, Spread
 from sinkscope.lab.polarization import PolarizeRun
 from sinkscope.lab.toy import TrainingRun
@@ -147,3 +147,23 @@ def test_the_scoreboard_gives_every_claim_in_order() -> None:
     assert [v.claim for v in board] == list(claims.CLAIMS)
     assert {v.claim: v.status for v in board}["dense_smooths"] == "reproduces"
     assert {v.status for v in board} <= set(claims.STATUSES)
+
+
+def test_the_cost_section_says_what_its_own_numbers_show() -> None:
+    """C3: the page said "why a sink costs less" beside a random sweep where it costs more and stops existing."""
+
+    def point(geometry: str, pattern: str, n_tokens: int, norm: float | None) -> dict:
+        return {"geometry": geometry, "pattern": pattern, "n_tokens": n_tokens, "norm": norm}
+
+    result = {"dim": 32, "slopes": {"aligned/sink": 0.03, "aligned/diagonal": 0.49, "random/sink": 0.9,
+                                    "random/diagonal": 0.13},
+              "points": [point("aligned", "sink", 8, 3.0), point("aligned", "diagonal", 8, 30.0),
+                         point("random", "sink", 8, 25.0), point("random", "diagonal", 8, 31.0),
+                         point("random", "sink", 64, 182.0), point("random", "diagonal", 64, 52.0),
+                         point("random", "sink", 128, None), point("random", "diagonal", 128, 53.0)]}  # fmt: skip
+    aligned, random, missing = (m.text("en") for m in cost.explanation(result))
+    assert "the sink needs 10x less norm: the sink is the cheaper pattern" in aligned
+    assert "at T = 64 the sink needs 3.5x more norm: here the sink costs more" in random
+    assert missing.startswith("No sink was found past T = 64 (none at T = 128")
+    result["slopes"]["random/sink"] = 0.1  # the sentence follows the numbers, not a script
+    assert "cheaper pattern" in cost.explanation(result)[1].text("en")

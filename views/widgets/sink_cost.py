@@ -8,13 +8,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 from sinkscope import plot
+from sinkscope.experiments import cost
 
 from views.state import cache, session
-from views.text import local_table, num, t
+from views.text import local_table, num, say, t
 
 SHIPPED = session.ASSETS / "cost.json"
 PUBLISHED = {"sink": 1.0, "diagonal": 1.5}  # Súkeník et al.: norm ~ T for a sink, ~ T^1.5 for a diagonal
-GEOMETRY_KEYS = {"aligned": "cost.aligned", "random": "cost.random"}
 PATTERN_KEYS = {"sink": "cost.sink", "diagonal": "cost.diagonal"}
 
 
@@ -28,8 +28,6 @@ def live(dim: int, delta: float, seed: int, max_length: int) -> dict:
     """The same sweep for other controls, shared through the lab's queue and cache."""
 
     def run() -> dict:
-        from sinkscope.experiments import cost
-
         return cost.report(dim=dim, delta=delta, seed=seed, longest=max_length)
 
     return cache.run_once("lab", ("cost", dim, delta, seed, max_length), run, t("cost.measuring"))
@@ -51,7 +49,9 @@ def controls() -> dict:
 def figure(result: dict) -> None:
     lengths, norms = {}, {}
     for point in result["points"]:
-        name = t("cost.line", pattern=t(PATTERN_KEYS[point["pattern"]]), geometry=t(GEOMETRY_KEYS[point["geometry"]]))
+        name = t(
+            "cost.line", pattern=t(PATTERN_KEYS[point["pattern"]]), geometry=t(cost.GEOMETRY_KEYS[point["geometry"]])
+        )
         lengths.setdefault(name, []).append(point["n_tokens"])
         norms.setdefault(name, []).append(point["norm"] if point["norm"] is not None else np.nan)
     title = t("cost.title", dim=result["dim"], delta=num(result["delta"], "g"))
@@ -63,7 +63,7 @@ def slopes(result: dict) -> None:
     for name, slope in result["slopes"].items():
         geometry, pattern = name.split("/")
         rows.append({
-            t("cost.col_pattern"): t(PATTERN_KEYS[pattern]), t("cost.col_geometry"): t(GEOMETRY_KEYS[geometry]),
+            t("cost.col_pattern"): t(PATTERN_KEYS[pattern]), t("cost.col_geometry"): t(cost.GEOMETRY_KEYS[geometry]),
             t("cost.col_slope"): slope if slope is not None else np.nan, t("cost.col_paper"): PUBLISHED[pattern],
         })  # fmt: skip
     st.dataframe(local_table(pd.DataFrame(rows), 2), hide_index=True, key="cost_slopes")
@@ -76,5 +76,7 @@ def section() -> dict:
     result = controls()
     figure(result)
     slopes(result)
+    for sentence in cost.explanation(result):
+        st.markdown(say(sentence))
     st.caption(t("cost.differs"))
     return result

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from sinkscope.core import ranges
+from sinkscope.core.i18n import Message, times
 from sinkscope.core.names import COST_LENGTHS
 
 LENGTHS = COST_LENGTHS
@@ -129,3 +130,29 @@ def report(dim: int = 32, delta: float = 0.1, seed: int = 0, longest: int = LENG
     }
     rows = [{**asdict(p), "norm": found(p.norm)} for p in points]
     return {"dim": dim, "delta": delta, "seed": seed, "slopes": slopes, "points": rows}
+
+
+GEOMETRY_KEYS = {"aligned": "cost.aligned", "random": "cost.random"}
+
+
+def explanation(result: dict[str, object]) -> list[Message]:
+    """What a report says, one sentence per geometry, computed from its numbers: which pattern grows faster, how
+    far apart the two norms end, and the longest T at which a sink was found at all."""
+    said = []
+    for geometry in GEOMETRIES:
+        sink, diagonal = (result["slopes"][f"{geometry}/{pattern}"] for pattern in PATTERNS)
+        norms = {(p["pattern"], p["n_tokens"]): p["norm"] for p in result["points"] if p["geometry"] == geometry}
+        both = [n for (pattern, n), norm in norms.items() if pattern == "sink" and norm is not None
+                and norms.get(("diagonal", n)) is not None]  # fmt: skip
+        if sink is None or diagonal is None or not both:
+            said.append(Message.of("cost.says_unfound", geometry=Message.of(GEOMETRY_KEYS[geometry])))
+            continue
+        last = max(both)
+        key = "cost.says_cheaper" if sink < diagonal else "cost.says_dearer"
+        said.append(Message.of(key, geometry=Message.of(GEOMETRY_KEYS[geometry]), sink=round(sink, 2),
+                               diagonal=round(diagonal, 2), n=last, ratio=times(norms[("sink", last)] /
+                               norms[("diagonal", last)])))  # fmt: skip
+        missing = sorted(n for (pattern, n), norm in norms.items() if pattern == "sink" and norm is None and n > last)
+        if missing:
+            said.append(Message.of("cost.says_missing", last=last, first=missing[0], dim=result["dim"]))
+    return said
