@@ -91,7 +91,7 @@ def test_numbers_follow_the_language() -> None:
             assert text.num(1234.5, ",.1f") == written
         text.set_language("fr")
         assert (
-            text.num(0.25) == "0,250" and text.t("explorer.of_heads", rate=text.num(70.0, ".1f")) == "70,0 % des têtes"
+            text.num(0.25) == "0,250" and text.t("explorer.of_heads", rate=text.num(70.0, ".1f")) == "70,0\u202f% des têtes"
         )
         assert text.num(-0.001, ".2f") == "0,00" and text.num(-0.01, ".2f") == "-0,01"  # no sign on a rounded zero
     finally:
@@ -142,6 +142,18 @@ def test_every_page_runs_in_every_language(page: str, lang: str, tiny_dir: str) 
     assert at.sidebar.selectbox(key="lang").label == text.t("side.language")
     assert at.title[0].value in {text.t(k) for k in i18n.catalogue(lang) if k.endswith(".title")}
     text.set_language("en")
+    for element in at.get("plotly_chart"):  # ticks and hover numbers: "2,5", never "2.5"
+        assert json.loads(element.proto.spec)["layout"]["separators"] == "".join(i18n.SEPARATORS[lang])
+
+
+@pytest.mark.parametrize(("lang", "space"), [("fr", "\u202f"), ("pt", "\u00a0")])
+def test_a_percentage_keeps_its_sign_beside_its_number_in_french_and_portuguese(lang: str, space: str) -> None:
+    """Item 2: "79,3 %" with a no-break space (French typography), never "79,3%" nor a "%" alone on a line."""
+    assert i18n.Text(lang).percent(79.34) == f"79,3{space}%"
+    assert i18n.Text("en").percent(79.34) == "79.3%"
+    glued = {key: value for key, value in i18n.catalogue(lang).items() if re.search(r"[\d}][ ]?%(?!\{)", value)}
+    assert glued == {}
+    assert i18n.Text(lang)("claims.yours.rate", rate=79.3, n=106).startswith(f"79,3{space}% ")
 
 
 def test_the_explorer_in_french_uses_french_words_and_decimal_commas() -> None:

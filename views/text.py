@@ -11,6 +11,7 @@ import contextvars
 import html
 
 import pandas as pd
+import plotly.graph_objects as go
 from pandas.io.formats.style import Styler
 from sinkscope.core.errors import SinkscopeError
 from sinkscope.core.i18n import DEFAULT, LANGUAGES, SEPARATORS, Message, Text
@@ -37,6 +38,11 @@ def num(value: float, spec: str = ".3f") -> str:
     return Text(language()).num(value, spec)
 
 
+def percent(value: float, spec: str = ".1f") -> str:
+    """A percentage the way this run's language writes it: "79.3%", "79,3 %" (French), "79,3 %" (Portuguese)."""
+    return Text(language()).percent(value, spec)
+
+
 def times(ratio: float) -> str:
     """A ratio written from the larger side: "2.5x less", never "0.4x more"."""
     return Text(language()).times(ratio)
@@ -54,6 +60,12 @@ def say(what: Message | SinkscopeError) -> str:
 def coloured(text: str, colour: str) -> str:
     """Bold HTML in a CSS colour (the kind colours are hex), for ``st.markdown(..., unsafe_allow_html=True)``."""
     return f'<b style="color:{colour}">{html.escape(text)}</b>'
+
+
+def local_figure(figure: go.Figure) -> go.Figure:
+    """A Plotly figure whose tick labels and hover numbers use the language's separators (2,5 in French)."""
+    decimal, thousands = SEPARATORS[language()]
+    return figure.update_layout(separators=decimal + thousands)
 
 
 def local_table(table: pd.DataFrame, precision: int = 4) -> pd.DataFrame | Styler:

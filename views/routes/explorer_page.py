@@ -12,7 +12,7 @@ from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, LAYER_COLUMNS
 from sinkscope.core.tokens import token_labels
 
 from views.state import cache, navigation, session, url_state
-from views.text import kind_label, language, local_table, num, t
+from views.text import kind_label, language, local_figure, local_table, num, t
 from views.widgets import controls, head_picker
 from views.widgets.html_maps import clicked_head, head_map, kind_counts
 
@@ -118,8 +118,8 @@ def one_head(request: session.Request, trace: Trace) -> None:
         weighted[rows, cols], labels[rows], labels[cols], read_title, log_scale, ZOOM, formula, lang=language()
     )
     left, right = st.columns(2)
-    left.plotly_chart(fig, key="one_head_map")
-    right.plotly_chart(read, key="value_weighted_map")
+    left.plotly_chart(local_figure(fig), key="one_head_map")
+    right.plotly_chart(local_figure(read), key="value_weighted_map")
     st.caption(t("explorer.pure_sink_note"))
     if ghost is not None:
         st.caption(t("explorer.ghost_note", share=num(float(trace.heads["learned_sink"][layer, head]))))
@@ -132,14 +132,14 @@ def one_head(request: session.Request, trace: Trace) -> None:
     layer_thumbs = cache.get_layer_strip(request, trace, layer)  # (1, head, rows, cols)
     title = t("explorer.layer_heads", layer=layer)
     fig = plot.fig_thumbnails(layer_thumbs, t("fig.layer"), title, lang=language(), first_row=layer)
-    st.plotly_chart(fig, key="layer_heads")
+    st.plotly_chart(local_figure(fig), key="layer_heads")
     url_state.sync_url()
 
 
 def all_heads(request: session.Request, trace: Trace) -> None:
     thumbs = cache.get_thumbnails(request, trace.token_ids)
     title = t("explorer.all_heads_title", layers=thumbs.shape[0], heads=thumbs.shape[1])
-    st.plotly_chart(plot.fig_thumbnails(thumbs, t("fig.layer"), title, lang=language()), key="all_heads")
+    st.plotly_chart(local_figure(plot.fig_thumbnails(thumbs, t("fig.layer"), title, lang=language())), key="all_heads")
     st.caption(t("explorer.all_heads_help"))
 
 
@@ -153,7 +153,7 @@ TABS = dict(
 
 
 def depth(trace: Trace) -> None:
-    st.plotly_chart(plot.fig_depth_profile(trace.heads, trace.layers, lang=language()), key="depth")
+    st.plotly_chart(local_figure(plot.fig_depth_profile(trace.heads, trace.layers, lang=language())), key="depth")
 
 
 def tabs(request: session.Request, trace: Trace) -> None:

@@ -9,7 +9,7 @@ from sinkscope.core.capture import Trace
 from sinkscope.core.tokens import token_labels
 
 from views.state import cache, navigation, session
-from views.text import language, local_table, num, t
+from views.text import language, local_figure, local_table, num, percent, t
 from views.widgets import head_picker, lessons
 from views.widgets.html_maps import head_map
 
@@ -83,7 +83,7 @@ def toy_row() -> None:
         t("softmax.sigmoid_bars", b=num(bias, "g")): metrics.sigmoid_attention(scores, bias),
     }
     labels = [f"k{j}" for j in range(len(scores))]
-    st.plotly_chart(plot.fig_softmax_variants(labels, weights, lang=language()), key="sm_bars")
+    st.plotly_chart(local_figure(plot.fig_softmax_variants(labels, weights, lang=language())), key="sm_bars")
     spent = [float(w.sum()) for w in weights.values()]  # softmax, softmax+1, sink logit, sigmoid
     st.caption(t("softmax.bars_now", top=num(float(weights["softmax"].max())), plus_one=num(1 - spent[1]),
                  sink=num(1 - spent[2]), sigmoid=num(spent[3])))  # fmt: skip
@@ -116,7 +116,7 @@ def on_the_model(request: session.Request, trace: Trace) -> None:
         series[t("softmax.learned_line")] = maps.learned[head].tolist()
     title = t("softmax.withheld_title", layer=layer, head=head)
     fig = plot.fig_lines(labels, series, title, t("softmax.query_token"), t("softmax.share"))
-    st.plotly_chart(fig, key="sm_withheld")
+    st.plotly_chart(local_figure(fig), key="sm_withheld")
     head_map(trace.heads, "withheld", key="sm_withheld_map")
     st.caption(t("softmax.counterfactual"))
     if trace.learned_sinks:
@@ -137,10 +137,10 @@ def paper(trace: Trace) -> None:
     rate = num(trace.sink_rate(), ".1f")
     lessons.paper_table(
         [
-            (t("softmax.paper_softmax"), num(34.89, ".2f") + "%", t("softmax.yours_rate", rate=rate, n=trace.n_tokens)),
-            (t("softmax.paper_plus_one"), num(16.36, ".2f") + "%", t("softmax.trained_softmax")),
-            (t("softmax.paper_sink_logit"), num(8.78, ".2f") + "%", t("softmax.trained_softmax")),
-            (t("softmax.paper_softpick"), num(0.0, ".2f") + "%", t("softmax.trained_softmax")),
+            (t("softmax.paper_softmax"), percent(34.89, ".2f"), t("softmax.yours_rate", rate=rate, n=trace.n_tokens)),
+            (t("softmax.paper_plus_one"), percent(16.36, ".2f"), t("softmax.trained_softmax")),
+            (t("softmax.paper_sink_logit"), percent(8.78, ".2f"), t("softmax.trained_softmax")),
+            (t("softmax.paper_softpick"), percent(0.0, ".2f"), t("softmax.trained_softmax")),
             (t("softmax.paper_withheld"), t("softmax.not_reported"), num(metrics.nan_mean(trace.heads["withheld"]))),
         ],
         t("softmax.paper_source"),

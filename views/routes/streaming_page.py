@@ -16,7 +16,7 @@ from sinkscope.experiments.stream_plan import REAL_CACHE, StreamResults, StreamS
 from sinkscope.serving.runs import RunQueue
 
 from views.state import cache, session, url_state
-from views.text import language, local_table, num, say, t
+from views.text import language, local_figure, local_table, num, say, t
 from views.widgets import controls
 
 SINK_CHOICES = [0, 1, 2, 4, 8]
@@ -142,7 +142,7 @@ class LiveRun:
     def draw(self) -> None:
         self.drawn, self.draws = time.monotonic(), self.draws + 1
         key = f"stream_live_{self.draws}"  # a key each time: the same curves drawn twice would share an element id
-        self.chart.plotly_chart(stream_figure(self.results), key=key)
+        self.chart.plotly_chart(local_figure(stream_figure(self.results)), key=key)
 
     def update(self, curves: dict[str, list[float]], seconds: float) -> None:
         self.results.curves.update(curves)
@@ -189,10 +189,10 @@ def show_results(results: StreamResults) -> None:
     st.dataframe(local_table(pd.DataFrame(rows), 3), hide_index=True, key="stream_table")
     if len(set(setup.methods) & set(REAL_CACHE)) == 2:
         st.caption(t("stream.together"))
-    st.plotly_chart(stream_figure(results), key="stream_nll")
+    st.plotly_chart(local_figure(stream_figure(results)), key="stream_nll")
     step = st.slider(t("stream.cache_step"), 0, setup.tokens - 1, min(setup.tokens - 1, setup.cache_size + 10))
     membership = plot.fig_cache_membership(setup.tokens, setup.sinks, setup.window, step, lang=language())
-    st.plotly_chart(membership, key="cache_membership")
+    st.plotly_chart(local_figure(membership), key="cache_membership")
 
 
 def sweep(request: session.Request, ids: list[int], cache_size: int, engine: str) -> tuple[list[int], list[float]]:
@@ -228,7 +228,8 @@ def sink_sweep(request: session.Request, ids: list[int], cache_size: int) -> Non
     if "sweep_result" in st.session_state:
         counts, ppl, size, used = st.session_state["sweep_result"]
         st.plotly_chart(
-            plot.fig_ppl_vs_sinks(counts, ppl, size, engine_label(used), lang=language()), key="sweep_chart"
+            local_figure(plot.fig_ppl_vs_sinks(counts, ppl, size, engine_label(used), lang=language())),
+            key="sweep_chart",
         )
 
 

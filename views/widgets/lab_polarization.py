@@ -6,7 +6,7 @@ from sinkscope import lab, plot
 from sinkscope.core.names import POLARIZE_VARIANTS
 
 from views.state import cache
-from views.text import num, t
+from views.text import local_figure, num, t
 from views.widgets import lab_training
 
 
@@ -71,8 +71,8 @@ def section() -> None:
         t("lab.ratio_axis"),
     )
     left, right = st.columns(2)
-    left.plotly_chart(entropy, key="lab_entropy")
-    right.plotly_chart(ratio, key="lab_ratio")
+    left.plotly_chart(local_figure(entropy), key="lab_entropy")
+    right.plotly_chart(local_figure(ratio), key="lab_ratio")
     shown = st.selectbox(t("lab.trajectories"), list(runs), key="lab_trajectory")
     run = runs[shown]
     weights = np.array(run.weights)  # (recorded step, candidate)
@@ -81,19 +81,23 @@ def section() -> None:
     svs = {f"s{i + 1}": singular[:, i].tolist() for i in range(min(3, singular.shape[1]))}
     left, right = st.columns(2)
     left.plotly_chart(
-        plot.fig_lines(
-            run.steps, coords, t("lab.weights_title", variant=shown), t("lab.step_log"), t("lab.weight"), log_x=True
+        local_figure(
+            plot.fig_lines(
+                run.steps, coords, t("lab.weights_title", variant=shown), t("lab.step_log"), t("lab.weight"), log_x=True
+            )
         ),
         key="lab_coords",
     )
     right.plotly_chart(
-        plot.fig_lines(
-            run.steps,
-            svs,
-            t("lab.svd_title", variant=shown),
-            t("lab.step_log"),
-            t("lab.singular_value"),
-            log_x=True,
+        local_figure(
+            plot.fig_lines(
+                run.steps,
+                svs,
+                t("lab.svd_title", variant=shown),
+                t("lab.step_log"),
+                t("lab.singular_value"),
+                log_x=True,
+            )
         ),
         key="lab_svd",
     )

@@ -10,7 +10,7 @@ from sinkscope.core.names import LAB_TASKS, TASK_VARIANTS
 from sinkscope.lab import toy
 
 from views.state import cache, session
-from views.text import language, local_table, num, t
+from views.text import language, local_figure, local_table, num, t
 
 RUNS = session.ASSETS / "lab"
 TASK_KEYS = {"backcopy": "lab.task_backcopy", "induction": "lab.task_induction"}
@@ -135,11 +135,11 @@ def one_run(runs: Runs) -> None:
             series[t("lab.line_gate", head=f"L{layer}H{head}")] = gates[:, layer, head].tolist()
     axis = t("lab.share_axis" if variant in toy.ROW_SUMS_TO_ONE else "lab.raw_axis")
     fig = plot.fig_lines(run.steps, series, t("lab.bos_title", variant=variant), t("lab.step"), axis)
-    st.plotly_chart(fig, key="train_bos")
+    st.plotly_chart(local_figure(fig), key="train_bos")
     step = st.select_slider(t("lab.checkpoint"), run.map_steps, run.map_steps[-1], key="train_checkpoint")
     maps = np.array(run.maps[run.map_steps.index(step)])  # (layer, head, query, key)
     title = t("lab.maps_title", step=step)
-    st.plotly_chart(plot.fig_thumbnails(maps, t("fig.layer"), title, lang=language()), key="train_maps")
+    st.plotly_chart(local_figure(plot.fig_thumbnails(maps, t("fig.layer"), title, lang=language())), key="train_maps")
 
 
 def section() -> None:

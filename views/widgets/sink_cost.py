@@ -11,7 +11,7 @@ from sinkscope import plot
 from sinkscope.experiments import cost
 
 from views.state import cache, session
-from views.text import local_table, num, say, t
+from views.text import local_figure, local_table, num, say, t
 
 SHIPPED = session.ASSETS / "cost.json"
 PUBLISHED = {"sink": 1.0, "diagonal": 1.5}  # Súkeník et al.: norm ~ T for a sink, ~ T^1.5 for a diagonal
@@ -55,7 +55,9 @@ def figure(result: dict) -> None:
         lengths.setdefault(name, []).append(point["n_tokens"])
         norms.setdefault(name, []).append(point["norm"] if point["norm"] is not None else np.nan)
     title = t("cost.title", dim=result["dim"], delta=num(result["delta"], "g"))
-    st.plotly_chart(plot.fig_lines(lengths, norms, title, "T", "‖W‖_F", log_x=True, log_y=True), key="cost_chart")
+    st.plotly_chart(
+        local_figure(plot.fig_lines(lengths, norms, title, "T", "‖W‖_F", log_x=True, log_y=True)), key="cost_chart"
+    )
 
 
 def slopes(result: dict) -> None:

@@ -17,6 +17,7 @@ LOCALES = Path(__file__).resolve().parent.parent / "locales"
 LANGUAGES = {"en": "English", "fr": "Français", "pt": "Português"}
 DEFAULT = "en"
 SEPARATORS = {"en": (".", ","), "fr": (",", "\u202f"), "pt": (",", ".")}  # (decimal, thousands)
+PERCENT_SPACE = {"en": "", "fr": "\u202f", "pt": "\u00a0"}  # before "%": no break, so "%" never starts a line
 KIND_KEYS = {
     "sink": "kind.sink",
     "diagonal": "kind.diagonal",
@@ -91,6 +92,10 @@ class Text:
         if written.startswith("-") and not written.strip("-0.,e+%"):
             written = written[1:]  # a value that rounds to zero has no sign: "-0.00" reads as a bug
         return "".join(decimal if c == "." else thousands if c == "," else c for c in written)
+
+    def percent(self, value: float, spec: str = ".1f") -> str:
+        """``value`` (already in percent) with the language's separators and its space before "%"."""
+        return self.num(value, spec) + PERCENT_SPACE.get(self.lang, "") + "%"
 
     def times(self, ratio: float) -> str:
         """``ratio`` as "2.5x more" or "2.5x less" in this language (``times``)."""
