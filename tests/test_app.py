@@ -274,6 +274,7 @@ def test_hosted_mode_offers_only_the_bundled_models_and_a_lower_limit(deployment
     app = deployment(SINKSCOPE_HOSTED="1")
     options = app.sidebar.selectbox(key="model_choice").options
     assert "custom" not in options and len(options) >= 1
+    assert all("not installed" not in option for option in options)  # a visitor cannot install a model
     assert all("Other" not in option for option in options)
     assert any("limit 512" in c.value for c in app.sidebar.caption)
     assert app.sidebar.text_area(key="text").max_chars == 200 * 1024  # a paste is held to the upload limit

@@ -145,6 +145,12 @@ def test_every_page_runs_in_every_language(page: str, lang: str, tiny_dir: str) 
         assert json.loads(element.proto.spec)["layout"]["separators"] == "".join(i18n.SEPARATORS[lang])
 
 
+def test_the_reads_nothing_axis_is_in_french(tiny_dir: str) -> None:
+    """Issue 27's walk-through: the output-norm chart's axis said "norm" in every language."""
+    at = open_page("reads-nothing", "fr", tiny_dir)
+    assert chart(at, "rn_output")["layout"]["yaxis"]["title"]["text"] == "norme"
+
+
 @pytest.mark.parametrize(("lang", "space"), [("fr", "\u202f"), ("pt", "\u00a0")])
 def test_a_percentage_keeps_its_sign_beside_its_number_in_french_and_portuguese(lang: str, space: str) -> None:
     """Item 2: "79,3 %" with a no-break space (French typography), never "79,3%" nor a "%" alone on a line."""

@@ -40,7 +40,8 @@ def one_head(request: session.Request, trace: Trace) -> None:
     }
     title = t("reads.output_title", layer=layer, head=head)
     st.plotly_chart(
-        local_figure(plot.fig_lines(labels, series, title, t("softmax.query_token"), "norm")), key="rn_output"
+        local_figure(plot.fig_lines(labels, series, title, t("softmax.query_token"), t("reads.norm_axis"))),
+        key="rn_output",
     )
     st.caption(t("reads.output_help"))
 

@@ -18,11 +18,12 @@ from views.text import language, say, t
 
 
 def model_choices(config: Settings) -> dict[str, str]:
-    """Selectbox options: the allowed bundled models, plus a free field outside hosted mode."""
+    """Selectbox options: the allowed bundled models, plus a free field outside hosted mode. A hosted app offers
+    only the models it has installed: its visitors cannot install one."""
     labels = {
         key: spec.label + ("" if spec.installed() else t("side.not_installed"))
         for key, spec in BUNDLED.items()
-        if config.allows(key)
+        if config.allows(key) and (spec.installed() or not config.hosted)
     }
     if not config.hosted:
         labels[CUSTOM] = t("side.other_model")
