@@ -318,6 +318,7 @@ def test_the_streaming_page_shows_sinks_rescuing_a_small_window() -> None:
     assert list(bars["x"]) == ["0", "1", "2", "4", "8"]
     next(b for b in at.button if b.label.startswith("Generate")).click().run()
     assert not at.exception and len([text for text in at.main.text if len(text.value) > 40]) == 2
+    assert "Stop" not in [b.label for b in at.button]  # every run has ended: no Stop is left to press
 
 
 def test_streaming_refuses_a_text_that_never_fills_the_cache() -> None:
@@ -363,6 +364,7 @@ def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live(
     at.number_input(key="train_seed").set_value(7)
     next(b for b in at.button if b.label == "Retrain live").click().run()
     assert not at.exception
+    assert "Stop" not in [b.label for b in at.button]  # shown while training, gone once the run ends
     runs = at.table[0].value.reset_index().set_index(["attention", "seed"])
     assert len(runs) == 11 and ("sigmoid", 7) in runs.index
     live = at.session_state["lab_runs"][("backcopy", "sigmoid", 7)]

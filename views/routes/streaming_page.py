@@ -17,7 +17,7 @@ from sinkscope.serving.runs import RunQueue
 
 from views.state import cache, session, url_state
 from views.text import language, local_figure, local_table, num, say, t
-from views.widgets import controls
+from views.widgets import controls, stop_button
 
 SINK_CHOICES = [0, 1, 2, 4, 8]
 DEFAULT_TOKENS = 256  # the 60-token window evicts for 190 tokens: the jump shows, and a class waits < 30 s
@@ -223,8 +223,8 @@ def sink_sweep(request: session.Request, ids: list[int], cache_size: int) -> Non
     st.subheader(t("stream.sweep_title"))
     engine = st.radio(t("stream.engine"), list(ENGINES), horizontal=True, key="sweep_engine", format_func=engine_label)
     if st.button(t("stream.sweep"), key="sweep"):
-        st.button(t("stream.stop"), key="stop_sweep", help=t("stream.stop_sweep_help"))  # a click reruns: it stops
-        st.session_state["sweep_result"] = (*sweep(request, ids, cache_size, engine), cache_size, engine)
+        with stop_button.while_running("stop_sweep", "stream.stop_sweep_help"):
+            st.session_state["sweep_result"] = (*sweep(request, ids, cache_size, engine), cache_size, engine)
     if "sweep_result" in st.session_state:
         counts, ppl, size, used = st.session_state["sweep_result"]
         st.plotly_chart(
@@ -248,8 +248,8 @@ def gibberish_demo(request: session.Request, ids: list[int]) -> None:
     st.subheader(t("stream.generate_title"))
     st.caption(t("stream.generate_help"))
     if st.button(t("stream.generate"), key="generate"):
-        st.button(t("stream.stop"), key="stop_generate", help=t("stream.stop_sweep_help"))
-        st.session_state["generated_texts"] = generate_both(request, ids[:48])
+        with stop_button.while_running("stop_generate", "stream.stop_sweep_help"):
+            st.session_state["generated_texts"] = generate_both(request, ids[:48])
     if "generated_texts" in st.session_state:
         left, right = st.columns(2)
         left.markdown(t("stream.with_sinks"))
@@ -288,8 +288,8 @@ def page() -> None:
             if not setup.fills():  # every method would be the dense pass
                 st.warning(t("stream.never_fills", tokens=setup.tokens, cache=setup.cache_size))
             else:
-                st.button(t("stream.stop"), key="stop_stream", help=t("stream.stop_help"))
-                run_all(request, setup, ids[: setup.tokens])
+                with stop_button.while_running("stop_stream", "stream.stop_help"):
+                    run_all(request, setup, ids[: setup.tokens])
         if "stream_results" in st.session_state:
             show_results(st.session_state["stream_results"])
         sink_sweep(request, ids, setup.cache_size)

@@ -11,6 +11,7 @@ from sinkscope.lab import toy
 
 from views.state import cache, session
 from views.text import language, local_figure, local_table, num, t
+from views.widgets import stop_button
 
 RUNS = session.ASSETS / "lab"
 TASK_KEYS = {"backcopy": "lab.task_backcopy", "induction": "lab.task_induction"}
@@ -46,7 +47,6 @@ def retrain(task: str) -> None:
         go = st.form_submit_button(t("lab.retrain"))
     if not go:
         return
-    st.button(t("stream.stop"), key="stop_training", help=t("lab.stop_help"))  # a click reruns the page: training stops
     bar = st.progress(0.0)
 
     def report(step: int, total: int) -> bool:
@@ -55,7 +55,8 @@ def retrain(task: str) -> None:
         return True
 
     train = lambda: toy.train(task, variant, steps=steps, seed=int(seed), progress=report)  # noqa: E731
-    run = cache.run_once("lab", ("train", task, variant, steps, int(seed)), train, t("lab.training_live"))
+    with stop_button.while_running("stop_training", "lab.stop_help"):
+        run = cache.run_once("lab", ("train", task, variant, steps, int(seed)), train, t("lab.training_live"))
     bar.empty()
     st.session_state.setdefault("lab_runs", {})[(task, variant, int(seed))] = run
 
