@@ -395,6 +395,8 @@ def test_value_units_show_a_sink_head_writing_almost_nothing() -> None:
     assert scaled["layout"]["title"]["text"].startswith("What it writes")
     first_column = array(scaled["data"][0]["z"]).astype(float)[1:, 0]
     assert np.nanmedian(normalized[1:, 0]) > 0.9 and np.nanmedian(first_column) < 0.3
+    heatmap = scaled["data"][0]  # one fixed scale, its unit named: the faint sink column stays faint
+    assert (heatmap["zmin"], heatmap["zmax"]) == (0, 1) and heatmap["colorbar"]["title"]["text"].startswith("typical")
 
 
 def test_a_link_naming_an_unknown_example_language_or_hosted_model_says_so_on_the_first_load(

@@ -110,12 +110,12 @@ def one_head(request: session.Request, trace: Trace) -> None:
     )
     if value_units:
         weighted = value_scaled(maps.weights[head], maps.value_norms[head])
-        read_title, formula = t("explorer.writes_title"), t("explorer.writes_formula")
+        read_title, formula, unit = t("explorer.writes_title"), t("explorer.writes_formula"), "fig.typical_values"
     else:
         weighted = value_weighted(maps.weights[head], maps.value_norms[head])
-        read_title, formula = t("explorer.reads_title"), t("explorer.reads_formula")
+        read_title, formula, unit = t("explorer.reads_title"), t("explorer.reads_formula"), None
     read = plot.fig_attention(
-        weighted[rows, cols], labels[rows], labels[cols], read_title, log_scale, ZOOM, formula, lang=language()
+        weighted[rows, cols], labels[rows], labels[cols], read_title, log_scale, ZOOM, formula, language(), unit=unit
     )
     left, right = st.columns(2)
     left.plotly_chart(local_figure(fig), key="one_head_map")

@@ -138,9 +138,13 @@ def fig_attention(
     subtitle: str = "",
     lang: str = "en",
     ghost: np.ndarray | None = None,
+    unit: str | None = None,
 ) -> go.Figure:
     """One head's (query, key) map with token labels; pooled (max) when larger than max_cells. The subtitle
     (a formula, the pooling) is a second line: half-width figures cut long titles off.
+
+    ``unit`` names what the cells count (a catalogue key) and fixes the linear scale at 0..1 of that unit: a map
+    in units of a typical value must not rescale to its own maximum, or a faint sink column turns dark again.
 
     ``ghost`` (query,) is the mass each query gave a learned sink logit (gpt-oss): drawn as a labelled column
     left of the first key, on the same colour scale, so a row's cells and its ghost add up to one."""
@@ -160,7 +164,7 @@ def fig_attention(
         }
     shown = np.where(pooled > 0, np.log10(np.where(pooled > 0, pooled, 1)), np.nan) if log_scale else pooled
     colorbar = {  # below the map, not beside it: a half-width figure needs its width for the keys
-        "title": {"text": tr("fig.log_weight" if log_scale else "fig.weight"), "side": "right"},
+        "title": {"text": tr("fig.log_weight" if log_scale else unit or "fig.weight"), "side": "right"},
         "orientation": "h", "thickness": 10, "yref": "container", "y": 0.01, "yanchor": "bottom",
         "xref": "paper", "x": 0.5, "xanchor": "center", "lenmode": "fraction", "len": 0.8,
     }  # fmt: skip
@@ -170,7 +174,7 @@ def fig_attention(
         y=rows,
         colorscale="Blues",
         zmin=-4 if log_scale else 0,
-        zmax=0 if log_scale else float(np.nanmax(pooled)) if np.isfinite(pooled).any() else 1,
+        zmax=0 if log_scale else 1.0 if unit else float(np.nanmax(pooled)) if np.isfinite(pooled).any() else 1,
         colorbar=colorbar,
         hovertemplate=tr("fig.map_hover", weight=tr("fig.log_weight" if log_scale else "fig.weight")),
         hoverongaps=False,
