@@ -15,6 +15,7 @@ import streamlit as st
 from plotly.colors import get_colorscale, sample_colorscale
 from sinkscope import lab
 from sinkscope.core.names import HEAD_METRICS, TASK_VARIANTS
+from sinkscope.experiments import streaming
 from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import go_to
@@ -317,7 +318,10 @@ def test_the_streaming_page_shows_sinks_rescuing_a_small_window() -> None:
     bars = chart(at, "sweep_chart")["data"][0]
     assert list(bars["x"]) == ["0", "1", "2", "4", "8"]
     next(b for b in at.button if b.label.startswith("Generate")).click().run()
-    assert not at.exception and len([text for text in at.main.text if len(text.value) > 40]) == 2
+    prompt, *continued = [text.value for text in at.main.text if len(text.value) > 40]
+    assert not at.exception and len(continued) == 2
+    source = streaming.builtin_text()  # the page streams Python's help text by default
+    assert source.startswith(prompt) and source[len(prompt)].isspace()  # the prompt ends where a word does
     assert "Stop" not in [b.label for b in at.button]  # every run has ended: no Stop is left to press
 
 

@@ -3,6 +3,7 @@
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -244,18 +245,32 @@ def generate_both(request: session.Request, prompt: list[int]) -> list[str]:
     return [loaded.tokenizer.decode(tokens) for tokens in both]
 
 
+def prompt_of(tokenizer: Any, ids: list[int], most: int = 48) -> list[int]:
+    """The text's first tokens up to a word's end (at most ``most``): the continuations then start a word of
+    their own instead of finishing one mid-token."""
+    for end in range(min(most, len(ids) - 1), 0, -1):
+        if tokenizer.decode(ids[end : end + 1])[:1].isspace():  # the next token opens a word
+            return ids[:end]
+    return ids[:most]
+
+
 def gibberish_demo(request: session.Request, ids: list[int]) -> None:
     st.subheader(t("stream.generate_title"))
     st.caption(t("stream.generate_help"))
     if st.button(t("stream.generate"), key="generate"):
+        tokenizer = cache.get_model(request.model, request.dtype).tokenizer
+        prompt = prompt_of(tokenizer, ids)
         with stop_button.while_running("stop_generate", "stream.stop_sweep_help"):
-            st.session_state["generated_texts"] = generate_both(request, ids[:48])
+            st.session_state["generated_texts"] = [tokenizer.decode(prompt), *generate_both(request, prompt)]
     if "generated_texts" in st.session_state:
+        prompt, *continued = st.session_state["generated_texts"]
+        st.markdown(t("stream.prompt"))
+        st.text(prompt)
         left, right = st.columns(2)
         left.markdown(t("stream.with_sinks"))
-        left.text(st.session_state["generated_texts"][0])
+        left.text(continued[0])
         right.markdown(t("stream.without_sinks"))
-        right.text(st.session_state["generated_texts"][1])
+        right.text(continued[1])
 
 
 def paper() -> None:
