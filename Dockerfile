@@ -8,6 +8,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     SINKSCOPE_CACHE=/home/sinkscope/.cache/sinkscope
 
 RUN useradd --create-home --uid 1000 sinkscope  # runs as this uid (1000) below
+# Debian's Chromium draws the figures' PNG and SVG for slides (Plotly's static export): nothing is downloaded later.
+# hadolint ignore=DL3008
+RUN apt-get update && apt-get install -y --no-install-recommends chromium && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 
 # Point this at PyTorch's CPU wheel index for a slim image (PyPI's Linux torch is the CUDA build).

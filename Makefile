@@ -15,7 +15,7 @@ test: install browser
 	$(BIN)/python -m pytest
 
 # The contributor's loop (under a minute): lint, and every test that needs no browser and no real model.
-FAST_TESTS := metrics capture families library_inputs census_table claims html_figures interventions runs \
+FAST_TESTS := metrics capture families library_inputs census_table claims course export handout html_figures interventions runs \
 	streaming lab learned_sinks_app
 check: install
 	$(BIN)/ruff check .

@@ -9,4 +9,4 @@ st.set_page_config(page_title="Sinkscope", page_icon="🕳️", layout="wide")
 if settings().hosted:
     st.set_option("client.showErrorDetails", "none")  # a public server shows no tracebacks
 choose_language()  # before the page titles below: they are in the session's language
-st.navigation(pages()).run()
+st.navigation(pages(), expanded=True).run()  # every page listed: a course needs no "View more"

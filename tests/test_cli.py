@@ -207,3 +207,25 @@ def test_an_output_the_system_refuses_is_one_line_and_exit_2() -> None:
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "error: cannot write /proc/sinkscope.json: No such file or directory."
     ]
+
+
+def test_figure_writes_a_texts_slides_with_their_captions_in_the_language_asked(tmp_path: Path) -> None:
+    done = process(
+        "figure", "--text", "Le gardien du phare montait l'escalier.", "--out", str(tmp_path), "--lang", "fr"
+    )
+    assert done.returncode == 0, done.stderr
+    names = ["head_map", "kind_counts", "depth_profile", "sink_head", "diagonal_head"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.{f}" for n in names for f in ("png", "svg"))
+    assert all((tmp_path / f"{n}.png").read_bytes().startswith(b"\x89PNG") for n in names)
+    sink = (tmp_path / "sink_head.svg").read_text(encoding="utf-8")
+    assert "SmolLM2-135M-Instruct" in sink and "“Le gardien du phare montait l&#x27;escalier.”" in sink
+    assert "Couche 18, tête 8 : le puits le plus fort" in sink  # the example head, titled in French
+    only_svg = tmp_path / "svg"
+    assert process("figure", "--text", "Hello there.", "--out", str(only_svg), "--svg").returncode == 0
+    assert sorted(p.suffix for p in only_svg.iterdir()) == [".svg"] * 5
+
+
+def test_figure_without_chromium_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("sinkscope.plot.export.available", lambda: False)
+    done = cli("figure", "--text", "Hello.", "--out", "/tmp/unused")
+    assert done.returncode == 2 and done.stderr.strip().endswith("apt-get install chromium, or BROWSER_PATH.")

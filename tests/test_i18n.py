@@ -9,6 +9,7 @@ import re
 import pandas as pd
 import pytest
 from sinkscope.core import i18n
+from sinkscope.course import STEPS
 from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import go_to
@@ -37,7 +38,8 @@ def string_literals() -> set[str]:
     found = {node.value for path in CODE for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
              if isinstance(node, ast.Constant) and isinstance(node.value, str)}  # fmt: skip
     examples = json.loads((ROOT / "assets" / "examples.json").read_text(encoding="utf-8"))
-    return found | {e[field] for e in examples for field in ("title", "teaches")}
+    course = {key for step in STEPS for key in step.keys()}  # built by Step.key from the course's table
+    return found | course | {e[field] for e in examples for field in ("title", "teaches")}
 
 
 def placeholders(text: str) -> list[str]:

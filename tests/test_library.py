@@ -19,6 +19,8 @@ PACKAGE = ROOT / "backend" / "sinkscope"
 LIGHT = (
     "sinkscope.cli",
     "sinkscope.plot",
+    "sinkscope.plot.export",
+    "sinkscope.plot.handout",
     "sinkscope.core.metrics",
     "sinkscope.serving.settings",
     "sinkscope.core.names",

@@ -12,8 +12,10 @@ from views.routes import (
     census_page,
     claims_page,
     compare_page,
+    course_page,
     diagonals_page,
     explorer_page,
+    handout_page,
     lab_page,
     massive_page,
     metrics_page,
@@ -36,6 +38,8 @@ class Route(NamedTuple):
 DEFAULT = "explorer"  # the page "/" opens; it also answers at /explorer
 ROUTES = (
     Route("nav.explore", explorer_page.page, "nav.explorer", "🔎", DEFAULT),
+    Route("nav.explore", course_page.page, "nav.course", "🎓", "course"),
+    Route("nav.explore", handout_page.page, "nav.handout", "🖨️", "handout"),
     Route("nav.why", softmax_page.page, "nav.softmax", "⚖️", "softmax"),
     Route("nav.why", reads_nothing_page.page, "nav.reads_nothing", "🫙", "reads-nothing"),
     Route("nav.why", massive_page.page, "nav.massive", "📈", "massive"),

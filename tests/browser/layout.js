@@ -38,10 +38,14 @@
   }
   for (const plot of document.querySelectorAll('.js-plotly-plot')) {
     const frame = plot.getBoundingClientRect();
+    const marks = [...plot.querySelectorAll('.nsewdrag, .xtick text, .ytick text')];  // plot areas and tick labels
     for (const title of plot.querySelectorAll('.gtitle, .gtitle-subtitle')) {
       const box = title.getBoundingClientRect();
       if (box.width && (box.right > frame.right + 1 || box.left < frame.left - 1)) {
         problems.push('title wider than its figure: ' + title.textContent.slice(0, 60));
+      }
+      if (box.width && marks.some((mark) => meets(box, mark.getBoundingClientRect()))) {
+        problems.push('title over the plot or its ticks: ' + title.textContent.slice(0, 60));
       }
     }
     for (const [axis, selector] of [['x', '.xtick text'], ['y', '.ytick text']]) {

@@ -15,9 +15,13 @@ CHARTS_FIT = """() => [...document.querySelectorAll(".stPlotlyChart")].every(cha
     return svg && svg.getBoundingClientRect().width <= chart.getBoundingClientRect().width + 1; })"""
 
 
-def settled(page: Page, timeout: float = 240_000) -> None:
-    """Wait until the app has finished running this page (Streamlit's own script-state flag) and drawn its charts."""
-    expect(page.get_by_test_id("stSidebarNav")).to_be_visible(timeout=timeout)
+def settled(page: Page, timeout: float = 240_000, sidebar: bool = True) -> None:
+    """Wait until the app has finished running this page (Streamlit's own script-state flag) and drawn its charts;
+    ``sidebar=False`` for the presenter view, which hides it."""
+    if sidebar:
+        expect(page.get_by_test_id("stSidebarNav")).to_be_visible(timeout=timeout)
+    else:
+        expect(page.get_by_test_id("stMainBlockContainer")).to_be_visible(timeout=timeout)
     expect(page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning", timeout=timeout)
     page.wait_for_function(CHARTS_DRAWN, timeout=timeout)  # plotly draws after the script ends
 

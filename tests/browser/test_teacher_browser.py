@@ -11,7 +11,8 @@ from tests.browser.layout import layout_problems, refitted, settled
 from tests.browser.test_app_browser import LOAD, open_one_head, wait_for_analysis
 
 PAGES = ["?tab_id=map", "?tab_id=one", "?tab_id=all", "?tab_id=depth", "softmax", "reads-nothing", "massive",
-         "diagonals", "break", "streaming", "lab", "claims", "metrics", "compare", "census"]  # fmt: skip
+         "diagonals", "break", "streaming", "lab", "claims", "metrics", "compare", "census",
+         "course?step=1&answers=first"]  # fmt: skip
 
 
 def test_one_head_opens_on_a_head_that_attends_but_reads_little(page: Page, app_url: str) -> None:

@@ -17,8 +17,8 @@ from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.plot.census_figures import fig_census_kinds, fig_census_layers, fig_census_rate, fig_census_spread
 
 from views.state import cache, session
-from views.text import language, local_figure, local_table, num, say, t
-from views.widgets import controls
+from views.text import language, local_table, num, say, t
+from views.widgets import charts, controls
 
 SHIPPED = session.ASSETS / "census"
 FOLDER, UPLOAD = "folder", "upload"
@@ -84,11 +84,9 @@ def overview(heads: pd.DataFrame, eps: float) -> None:
     cells[2].metric(t("census.windows"), len(windows))
     rates = census_stats.rate_by_length(heads, eps)
     left, right = st.columns(2)
-    left.plotly_chart(local_figure(fig_census_rate(rates, eps, lang=language())), key="census_rate")
+    charts.show(fig_census_rate(rates, eps, lang=language()), "census_rate", left)
     left.caption(t("census.rate_help"))
-    right.plotly_chart(
-        local_figure(fig_census_layers(census_stats.sink_by_layer(heads), lang=language())), key="census_layers"
-    )
+    charts.show(fig_census_layers(census_stats.sink_by_layer(heads), lang=language()), "census_layers", right)
 
 
 def per_model(heads: pd.DataFrame) -> None:
@@ -99,10 +97,10 @@ def per_model(heads: pd.DataFrame) -> None:
     for column, model in zip(st.columns(len(models)), models, strict=True):
         spread = census_stats.sink_spread(heads, model, length)
         title = t("census.spread_title", model=model, n=length)
-        column.plotly_chart(local_figure(fig_census_spread(spread, title, lang=language())), key=f"spread_{model}")
+        charts.show(fig_census_spread(spread, title, lang=language()), f"spread_{model}", column)
         shares = census_stats.kinds_by_layer(heads, model, length)
         title = t("census.kinds_title", model=model, n=length)
-        column.plotly_chart(local_figure(fig_census_kinds(shares, title, lang=language())), key=f"kinds_{model}")
+        charts.show(fig_census_kinds(shares, title, lang=language()), f"kinds_{model}", column)
 
 
 def steady(heads: pd.DataFrame, eps: float) -> None:

@@ -2,107 +2,11 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
-from sinkscope.core.capture import Trace
-from sinkscope.core.names import POLARIZE_VARIANTS
-from sinkscope.experiments import claims, interventions, streaming
 
-from views.state import cache, session, url_state
-from views.text import say, t
-from views.widgets import controls, lab_polarization, lab_training, lessons, sink_cost
-
-SHOWN = {  # claim -> (catalogue key of the claim, of the published figure, the page that measures it)
-    "softmax_sink": ("claims.softmax_sink", "claims.softmax_sink.published", "softmax"),
-    "value_little": ("claims.value_little", "claims.value_little.published", "reads-nothing"),
-    "streaming": ("claims.streaming", "claims.streaming.published", "streaming"),
-    "plus_one": ("claims.plus_one", "claims.plus_one.published", "lab"),
-    "half_space": ("claims.half_space", "claims.half_space.published", "diagonals"),
-    "dense_smooths": ("claims.dense_smooths", "claims.dense_smooths.published", "diagonals"),
-    "sink_cheaper": ("claims.sink_cheaper", "claims.sink_cheaper.published", "diagonals"),
-    "polarizes": ("claims.polarizes", "claims.polarizes.published", "lab"),
-    "sigmoid_flat": ("claims.sigmoid_flat", "claims.sigmoid_flat.published", "lab"),
-    "toy_sink": ("claims.toy_sink", "claims.toy_sink.published", "lab"),
-    "learned_sink": ("claims.learned_sink", "claims.learned_sink.published", "lab"),
-    "gated": ("claims.gated", "claims.gated.published", "lab"),
-    "massive_first": ("claims.massive_first", "claims.massive_first.published", "massive"),
-    "one_token": ("claims.one_token", "claims.one_token.published", "break"),
-}
-COLUMNS = {
-    "claim": "claims.col_claim", "verdict": "claims.col_verdict", "yours": "claims.col_yours",
-    "evidence": "claims.col_evidence", "published": "claims.col_published", "page": "claims.col_page",
-}  # fmt: skip
-STATUS = {"reproduces": "claims.reproduces", "partly": "claims.partly", "differs": "claims.differs",
-          "not_measured": "claims.not_measured"}  # fmt: skip
-STREAM = {"tokens": 512, "sinks": 4, "window": 60}  # one-pass mask engines: three forward passes in all
-
-
-def streaming_check(request: session.Request) -> dict[str, float]:
-    """Dense, window and 4 sinks + window perplexity on Python's help text (mask engines: fast, labelled)."""
-    loaded = cache.get_model(request.model, request.dtype)
-    streaming.rotary_of(loaded.model)  # the same check the streaming page makes: a standard RoPE model
-
-    def run() -> dict[str, float]:
-        ids = loaded.tokenizer(streaming.builtin_text(), add_special_tokens=False)["input_ids"][: STREAM["tokens"]]
-        methods = {"dense": "dense", "window": "mask-window", "sinks": "mask-sinks"}
-        nll = {
-            name: streaming.streaming_nll(loaded, ids, m, STREAM["sinks"], STREAM["window"])
-            for name, m in methods.items()
-        }
-        return {name: streaming.perplexity(values) for name, values in nll.items()}
-
-    return lessons.cached(request, "claims_streaming", (), run, t("claims.measuring_streaming"))
-
-
-def every_layer_pair(request: session.Request, trace: Trace, change: interventions.Intervention) -> tuple:
-    """The intact run and the run with ``change``, both cached for every session."""
-    return lessons.outcome(request, trace.token_ids, None), lessons.outcome(request, trace.token_ids, change)
-
-
-def measured(request: session.Request, trace: Trace) -> list[claims.Verdict]:
-    """Everything the verdicts need: cheap runs on this text, the lab's and the cost sweep's shipped results."""
-    layers = tuple(range(trace.shape[0]))
-    every = interventions.heads_of_kind(trace.heads["kind"], "all", layers)
-    long_enough = trace.n_tokens > 2  # a perturbation needs a later prediction to move
-    evidence = claims.Evidence(
-        trace,
-        backcopy=list((lab_training.shipped_runs("backcopy") | lab_training.live_runs("backcopy")).values()),
-        polarize=lab_polarization.polarize_runs(POLARIZE_VARIANTS, "logistic", (8, 16), 3000, 0.5, 0),  # the lab's
-        cost=st.session_state.get("cost_result") or sink_cost.shipped(),
-        sensitivity=lessons.attempt(lambda: lessons.sensitivity_spread(request, trace.token_ids, 1.0))
-        if long_enough
-        else None,
-        streaming=lessons.attempt(lambda: streaming_check(request)),
-        dense=lessons.attempt(lambda: every_layer_pair(request, trace, interventions.ForceHeads(every, "uniform"))),
-        removed=lessons.attempt(lambda: every_layer_pair(request, trace, interventions.DropFirst(1, layers))),
-    )
-    return claims.scoreboard(evidence)
-
-
-def verdict_cell(verdict: claims.Verdict) -> str:
-    """The verdict, and for partly or differs the sentence of why."""
-    return t(STATUS[verdict.status]) + (f" — {say(verdict.why)}" if verdict.why is not None else "")
-
-
-def table(verdicts: list[claims.Verdict]) -> None:
-    """One row per claim, the verdict beside the claim; a static table, so long cells wrap at any width. The
-    links carry this view (language, text, model, head), so the page opens on what was measured here."""
-    columns = {name: t(key) for name, key in COLUMNS.items()}
-    query = url_state.current_query()
-    rows = [
-        {
-            columns["claim"]: t(SHOWN[v.claim][0]),
-            columns["verdict"]: verdict_cell(v),
-            columns["yours"]: say(v.measured) if v.measured is not None else "—",
-            columns["evidence"]: say(v.evidence) if v.evidence is not None else "—",
-            columns["published"]: t(SHOWN[v.claim][1]),
-            columns["page"]: f"[{t('claims.open')}](/{SHOWN[v.claim][2]}?{query})",
-        }
-        for v in verdicts
-    ]
-    st.table(pd.DataFrame(rows).set_index(columns["claim"]))
-    counts = {status: sum(v.status == status for v in verdicts) for status in claims.STATUSES}
-    st.markdown(t("claims.summary", total=len(verdicts), **counts))
+from views.state import cache, url_state
+from views.text import t
+from views.widgets import controls, scoreboard
 
 
 def page() -> None:
@@ -111,6 +15,6 @@ def page() -> None:
     st.markdown(t("claims.intro"))
     analysis = cache.current_analysis(controls.sidebar())
     if analysis is not None:
-        table(measured(analysis.request, analysis.trace))
+        scoreboard.table(scoreboard.measured(analysis.request, analysis.trace))
         st.caption(t("claims.how"))
     url_state.sync_url()

@@ -12,8 +12,8 @@ from sinkscope.core.names import DEFAULT_EPS, HEAD_METRICS
 from sinkscope.plot.census_figures import fig_diff_map
 
 from views.state import cache, session, url_state
-from views.text import language, local_figure, num, t
-from views.widgets import controls
+from views.text import language, num, t
+from views.widgets import charts, controls
 from views.widgets.html_maps import head_map, kind_counts
 
 SIDES = ("a_", "b_")
@@ -94,9 +94,7 @@ def head_maps(a: Trace, b: Trace) -> None:
         with column:
             head_map(trace.heads, metric, key=prefix + "head_map")
     if a.shape == b.shape:
-        st.plotly_chart(
-            local_figure(fig_diff_map(a.heads[metric], b.heads[metric], metric, lang=language())), key="diff_map"
-        )
+        charts.show(fig_diff_map(a.heads[metric], b.heads[metric], metric, lang=language()), "diff_map")
     else:
         st.info(t("compare.no_diff", a=f"{a.shape[0]} x {a.shape[1]}", b=f"{b.shape[0]} x {b.shape[1]}"))
 
@@ -112,7 +110,7 @@ def profiles(sides: dict[str, session.Analysis]) -> None:
         series[label(prefix, analysis)] = nan_mean(analysis.trace.heads["sink"], 1).tolist()
     x_title = t("compare.relative_depth" if relative else "fig.layer")
     fig = plot.fig_lines(x, series, t("compare.depth_title"), x_title, t("metric.sink"))
-    st.plotly_chart(local_figure(fig), key="compare_depth")
+    charts.show(fig, "compare_depth")
     for column, (prefix, analysis) in zip(st.columns(2), sides.items(), strict=True):
         column.caption(t("compare.kinds_of", side=prefix[0].upper()))
         with column:
@@ -139,12 +137,12 @@ def rate_curves(sides: dict[str, session.Analysis], eps: float) -> None:
     y_title = t("fig.sink_rate_percent")
     if by_length:
         fig = plot.fig_lines(by_length_x, by_length, title, t("compare.prefix_tokens"), y_title, log_x=True)
-        left.plotly_chart(local_figure(fig), key="compare_by_length")
+        charts.show(fig, "compare_by_length", left)
         left.caption(t("compare.by_length_help", n=MIN_PREFIX))
     else:
         left.info(t("compare.too_short", n=MIN_PREFIX))
     fig = plot.fig_lines(eps_grid.tolist(), by_eps, t("compare.by_eps_title"), "eps", y_title)
-    right.plotly_chart(local_figure(fig), key="compare_by_eps")
+    charts.show(fig, "compare_by_eps", right)
 
 
 def page() -> None:

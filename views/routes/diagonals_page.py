@@ -9,8 +9,8 @@ from sinkscope.experiments import claims, interventions
 from sinkscope.experiments.interventions import Outcome
 
 from views.state import session
-from views.text import language, local_figure, num, say, t
-from views.widgets import lessons, sink_cost
+from views.text import language, num, say, t
+from views.widgets import charts, lessons, sink_cost
 from views.widgets.html_maps import kind_counts
 
 SOURCES = {"sink": "diag.heads_sink", "diagonal": "diag.heads_diagonal", "all": "diag.heads_all"}
@@ -19,7 +19,7 @@ TARGETS = {"diagonal": "diag.to_diagonal", "sink": "diag.to_sink", "uniform": "d
 
 def depth(trace: Trace) -> None:
     entropy = nan_mean(trace.heads["entropy"], axis=1)
-    st.plotly_chart(local_figure(plot.fig_smoothing_depth(trace.layers, entropy, lang=language())), key="dg_depth")
+    charts.show(plot.fig_smoothing_depth(trace.layers, entropy, lang=language()), "dg_depth")
     away = np.flatnonzero(trace.layers["bos_cosine"] <= 0)
     where = ", ".join(f"h^{layer}" for layer in away) if away.size else t("diag.no_layer")
     st.caption(t("diag.depth_help", where=where))
@@ -29,9 +29,8 @@ def kinds(trace: Trace) -> None:
     left, right = st.columns(2)
     with left:
         kind_counts(trace.heads["kind"], key="dg_kinds")
-    right.plotly_chart(
-        local_figure(plot.fig_kind_output(trace.heads["kind"], trace.heads["output_norm"], lang=language())),
-        key="dg_output",
+    charts.show(
+        plot.fig_kind_output(trace.heads["kind"], trace.heads["output_norm"], lang=language()), "dg_output", right
     )
     st.caption(t("diag.kinds_help"))
 
@@ -75,7 +74,7 @@ def intervention(request: session.Request, trace: Trace) -> list[tuple[intervent
     series = {say(c.message) if c else t("lesson.intact"): o.token_cosine_scaled.tolist() for c, o in runs}
     depth_axis = list(range(len(found[0].token_cosine_scaled)))
     fig = plot.fig_lines(depth_axis, series, t("diag.cosine_title"), t("massive.layer_axis"), t("diag.cosine_axis"))
-    st.plotly_chart(local_figure(fig), key="dg_cosine")
+    charts.show(fig, "dg_cosine")
     return runs
 
 

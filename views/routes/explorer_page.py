@@ -12,8 +12,8 @@ from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, LAYER_COLUMNS
 from sinkscope.core.tokens import token_labels
 
 from views.state import cache, navigation, session, url_state
-from views.text import kind_label, language, local_figure, local_table, num, t
-from views.widgets import controls, head_picker
+from views.text import kind_label, language, local_table, num, t
+from views.widgets import charts, controls, head_picker
 from views.widgets.html_maps import clicked_head, head_map, kind_counts
 
 ZOOM = 256  # the one-head map shows at most ZOOM x ZOOM cells at full resolution
@@ -31,8 +31,10 @@ def map_tab(trace: Trace) -> None:
     with left:
         head_map(trace.heads, metric, key="head_map", on_click=open_clicked_head)
     left.caption(t("explorer.click_to_open"))
+    charts.downloads(plot.fig_head_map(trace.heads, metric, lang=language()), "head_map", left)
     with right:
         kind_counts(trace.heads["kind"], key="kind_counts")
+    charts.downloads(plot.fig_kind_counts(trace.heads["kind"], lang=language()), "kind_counts", right)
     kinds = trace.heads["kind"]
     sink_kind = num(100 * float((kinds == "sink").mean()), ".0f")
     right.caption(t("explorer.two_thresholds", eps=num(eps, ".2f"), rate=num(trace.sink_rate(eps), ".0f"),
@@ -118,8 +120,8 @@ def one_head(request: session.Request, trace: Trace) -> None:
         weighted[rows, cols], labels[rows], labels[cols], read_title, log_scale, ZOOM, formula, language(), unit=unit
     )
     left, right = st.columns(2)
-    left.plotly_chart(local_figure(fig), key="one_head_map")
-    right.plotly_chart(local_figure(read), key="value_weighted_map")
+    charts.show(fig, "one_head_map", left)
+    charts.show(read, "value_weighted_map", right)
     st.caption(t("explorer.pure_sink_note"))
     if ghost is not None:
         st.caption(t("explorer.ghost_note", share=num(float(trace.heads["learned_sink"][layer, head]))))
@@ -132,14 +134,14 @@ def one_head(request: session.Request, trace: Trace) -> None:
     layer_thumbs = cache.get_layer_strip(request, trace, layer)  # (1, head, rows, cols)
     title = t("explorer.layer_heads", layer=layer)
     fig = plot.fig_thumbnails(layer_thumbs, t("fig.layer"), title, lang=language(), first_row=layer)
-    st.plotly_chart(local_figure(fig), key="layer_heads")
+    charts.show(fig, "layer_heads")
     url_state.sync_url()
 
 
 def all_heads(request: session.Request, trace: Trace) -> None:
     thumbs = cache.get_thumbnails(request, trace.token_ids)
     title = t("explorer.all_heads_title", layers=thumbs.shape[0], heads=thumbs.shape[1])
-    st.plotly_chart(local_figure(plot.fig_thumbnails(thumbs, t("fig.layer"), title, lang=language())), key="all_heads")
+    charts.show(plot.fig_thumbnails(thumbs, t("fig.layer"), title, lang=language()), "all_heads")
     st.caption(t("explorer.all_heads_help"))
 
 
@@ -153,7 +155,7 @@ TABS = dict(
 
 
 def depth(trace: Trace) -> None:
-    st.plotly_chart(local_figure(plot.fig_depth_profile(trace.heads, trace.layers, lang=language())), key="depth")
+    charts.show(plot.fig_depth_profile(trace.heads, trace.layers, lang=language()), "depth")
 
 
 def tabs(request: session.Request, trace: Trace) -> None:

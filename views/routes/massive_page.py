@@ -9,17 +9,15 @@ from sinkscope.core.metrics import nan_mean
 from sinkscope.experiments import interventions
 
 from views.state import cache, session
-from views.text import language, local_figure, local_table, num, t
-from views.widgets import head_picker, lessons
+from views.text import language, local_table, num, t
+from views.widgets import charts, head_picker, lessons
 
 MODES = {"zero": "massive.mode_zero", "mean": "massive.mode_mean"}
 
 
 def magnitudes(trace: Trace) -> None:
     layers = list(range(len(trace.layers["top1"])))
-    series = {name: trace.layers[name].tolist() for name in ("top1", "top2", "top3", "median_abs")}
-    fig = plot.fig_lines(layers, series, t("massive.top_title"), t("massive.layer_axis"), "|h| (log)", log_y=True)
-    st.plotly_chart(local_figure(fig), key="ma_top")
+    charts.show(plot.fig_magnitudes(trace.layers, lang=language()), "ma_top")
     if not trace.massive:
         st.info(t("massive.none"))
         return
@@ -51,9 +49,7 @@ def channel_map(trace: Trace) -> None:
     st.session_state.setdefault("ma_layer", int(np.argmax(trace.layers["top1"])))
     head_picker.clamp("ma_layer", n_states - 1)
     layer = st.slider(t("massive.map_layer"), 0, n_states - 1, key="ma_layer")
-    st.plotly_chart(
-        local_figure(plot.fig_channel_map(trace.residual[layer], list(trace.tokens), lang=language())), key="ma_map"
-    )
+    charts.show(plot.fig_channel_map(trace.residual[layer], list(trace.tokens), lang=language()), "ma_map")
 
 
 def intervention(request: session.Request, trace: Trace) -> dict[str, tuple]:

@@ -8,8 +8,8 @@ from sinkscope.core.metrics import value_weighted
 from sinkscope.core.tokens import token_labels
 
 from views.state import cache, session
-from views.text import language, local_figure, num, percent, t
-from views.widgets import head_picker, lessons
+from views.text import language, num, percent, t
+from views.widgets import charts, head_picker, lessons
 
 
 def one_head(request: session.Request, trace: Trace) -> None:
@@ -31,18 +31,15 @@ def one_head(request: session.Request, trace: Trace) -> None:
     reads = t("explorer.reads_title")
     read_fig = plot.fig_attention(read, labels, labels, reads, subtitle=t("explorer.reads_formula"), lang=language())
     left, right = st.columns(2)
-    left.plotly_chart(local_figure(raw), key="rn_raw")
-    right.plotly_chart(local_figure(read_fig), key="rn_read")
+    charts.show(raw, "rn_raw", left)
+    charts.show(read_fig, "rn_read", right)
     typical = float(np.median(maps.value_norms[head][1:])) if trace.n_tokens > 1 else float("nan")
     series = {
         t("reads.output_line"): maps.output_norms[head].tolist(),
         t("reads.typical_line"): [typical] * trace.n_tokens,
     }
     title = t("reads.output_title", layer=layer, head=head)
-    st.plotly_chart(
-        local_figure(plot.fig_lines(labels, series, title, t("softmax.query_token"), t("reads.norm_axis"))),
-        key="rn_output",
-    )
+    charts.show(plot.fig_lines(labels, series, title, t("softmax.query_token"), t("reads.norm_axis")), "rn_output")
     st.caption(t("reads.output_help"))
 
 
@@ -61,9 +58,9 @@ def key_geometry(request: session.Request, trace: Trace) -> dict[str, np.ndarray
     }
     left, right = st.columns(2)
     norm_fig = plot.fig_lines(layers, norms, t("reads.key_norm_title"), t("fig.layer"), "‖k‖")
-    left.plotly_chart(local_figure(norm_fig), key="rn_key_norm")
+    charts.show(norm_fig, "rn_key_norm", left)
     cos_fig = plot.fig_lines(layers, cosines, t("reads.cosine_title"), t("fig.layer"), t("reads.cosine"))
-    right.plotly_chart(local_figure(cos_fig), key="rn_key_cos")
+    charts.show(cos_fig, "rn_key_cos", right)
     st.caption(t("reads.geometry_help"))
     return found
 
@@ -104,7 +101,7 @@ def reading_sinks(trace: Trace) -> str:
 def show(request: session.Request, trace: Trace) -> None:
     one_head(request, trace)
     st.subheader(t("reads.scatter_heading"))
-    st.plotly_chart(local_figure(plot.fig_sink_scatter(trace.heads, lang=language())), key="rn_scatter")
+    charts.show(plot.fig_sink_scatter(trace.heads, lang=language()), "rn_scatter")
     st.markdown(reading_sinks(trace))
     st.subheader(t("reads.geometry_heading"))
     paper(trace, key_geometry(request, trace))

@@ -9,8 +9,8 @@ from sinkscope.core.capture import Trace
 from sinkscope.core.tokens import token_labels
 
 from views.state import cache, navigation, session
-from views.text import language, local_figure, local_table, num, percent, t
-from views.widgets import head_picker, lessons
+from views.text import language, local_table, num, percent, t
+from views.widgets import charts, head_picker, lessons
 from views.widgets.html_maps import head_map
 
 PRESETS = {
@@ -83,7 +83,7 @@ def toy_row() -> None:
         t("softmax.sigmoid_bars", b=num(bias, "g")): metrics.sigmoid_attention(scores, bias),
     }
     labels = [f"k{j}" for j in range(len(scores))]
-    st.plotly_chart(local_figure(plot.fig_softmax_variants(labels, weights, lang=language())), key="sm_bars")
+    charts.show(plot.fig_softmax_variants(labels, weights, lang=language()), "sm_bars")
     spent = [float(w.sum()) for w in weights.values()]  # softmax, softmax+1, sink logit, sigmoid
     st.caption(t("softmax.bars_now", top=num(float(weights["softmax"].max())), plus_one=num(1 - spent[1]),
                  sink=num(1 - spent[2]), sigmoid=num(spent[3])))  # fmt: skip
@@ -116,7 +116,7 @@ def on_the_model(request: session.Request, trace: Trace) -> None:
         series[t("softmax.learned_line")] = maps.learned[head].tolist()
     title = t("softmax.withheld_title", layer=layer, head=head)
     fig = plot.fig_lines(labels, series, title, t("softmax.query_token"), t("softmax.share"))
-    st.plotly_chart(local_figure(fig), key="sm_withheld")
+    charts.show(fig, "sm_withheld")
     head_map(trace.heads, "withheld", key="sm_withheld_map")
     st.caption(t("softmax.counterfactual"))
     if trace.learned_sinks:

@@ -18,7 +18,7 @@ from sinkscope.serving.runs import RunQueue
 
 from views.state import cache, session, url_state
 from views.text import language, local_figure, local_table, num, say, t
-from views.widgets import controls, stop_button
+from views.widgets import charts, controls, stop_button
 
 SINK_CHOICES = [0, 1, 2, 4, 8]
 DEFAULT_TOKENS = 256  # the 60-token window evicts for 190 tokens: the jump shows, and a class waits < 30 s
@@ -190,10 +190,10 @@ def show_results(results: StreamResults) -> None:
     st.dataframe(local_table(pd.DataFrame(rows), 3), hide_index=True, key="stream_table")
     if len(set(setup.methods) & set(REAL_CACHE)) == 2:
         st.caption(t("stream.together"))
-    st.plotly_chart(local_figure(stream_figure(results)), key="stream_nll")
+    charts.show(stream_figure(results), "stream_nll")
     step = st.slider(t("stream.cache_step"), 0, setup.tokens - 1, min(setup.tokens - 1, setup.cache_size + 10))
     membership = plot.fig_cache_membership(setup.tokens, setup.sinks, setup.window, step, lang=language())
-    st.plotly_chart(local_figure(membership), key="cache_membership")
+    charts.show(membership, "cache_membership")
 
 
 def sweep(request: session.Request, ids: list[int], cache_size: int, engine: str) -> tuple[list[int], list[float]]:
@@ -228,10 +228,7 @@ def sink_sweep(request: session.Request, ids: list[int], cache_size: int) -> Non
             st.session_state["sweep_result"] = (*sweep(request, ids, cache_size, engine), cache_size, engine)
     if "sweep_result" in st.session_state:
         counts, ppl, size, used = st.session_state["sweep_result"]
-        st.plotly_chart(
-            local_figure(plot.fig_ppl_vs_sinks(counts, ppl, size, engine_label(used), lang=language())),
-            key="sweep_chart",
-        )
+        charts.show(plot.fig_ppl_vs_sinks(counts, ppl, size, engine_label(used), lang=language()), "sweep_chart")
 
 
 def generate_both(request: session.Request, prompt: list[int]) -> list[str]:

@@ -18,12 +18,14 @@ from views.text import set_language
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository: assets/ and docs/ ship beside the app
 ASSETS = ROOT / "assets"
+DOCS = ROOT / "docs"
 EXAMPLES = {e["id"]: e for e in json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))}
+LANGUAGE_EXAMPLES = {"en": "english", "fr": "french", "pt": "portuguese"}  # the prose a language opens on
 CARRIED = (
     "lang", "model_choice", "model_path", "dtype", "example", "text", "add_bos", "layer", "head",
     "metric", "eps", "log_scale", "past_sink", "value_units", "tab_id",
     *(side + key for side in ("a_", "b_") for key in ("model_choice", "model_path", "example", "text", "add_bos")),
-    "compare_preset", "compare_metric", "compare_eps", "census_source", "census_folder", "census_eps",
+    "compare_preset", "compare_metric", "compare_eps", "census_source", "census_folder", "census_eps", "present",
 )  # fmt: skip  # widgets of other pages and of the explorer's closed tabs keep their values
 
 
@@ -67,6 +69,12 @@ def owner() -> str:
 def chosen_dtype() -> str:
     """The sidebar's GPU precision (every model on a CPU runs in float32)."""
     return st.session_state.get("dtype", GPU_DTYPES[0]) if resolve_device() == "cuda" else "auto"
+
+
+def definitions_file(lang: str) -> Path:
+    """docs/metrics.md, or its translation into ``lang`` (docs/metrics.fr.md, ...) where there is one."""
+    translated = DOCS / f"metrics.{lang}.md"
+    return translated if translated.exists() else DOCS / "metrics.md"
 
 
 def choose_language() -> None:

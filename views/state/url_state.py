@@ -149,7 +149,7 @@ def sync_sides(prefixes: Collection[str]) -> None:
     st.query_params.from_dict({k: v for k, v in params.items() if v not in (None, "")})
 
 
-def _view_params() -> dict[str, str]:
+def view_params() -> dict[str, str]:
     """The current view: model, text, language, layer, head and the other fields a link carries."""
     state = st.session_state
     params = _text_params()
@@ -161,9 +161,9 @@ def _view_params() -> dict[str, str]:
 
 def current_query() -> str:
     """The current view as a query string, for a link to another page that should open on it."""
-    return urlencode(_view_params())
+    return urlencode(view_params())
 
 
-def sync_url() -> None:
-    """Write the current view into the URL, so copying it shares exactly this view."""
-    st.query_params.from_dict(_view_params())
+def sync_url(extra: Mapping[str, str] | None = None) -> None:
+    """Write the current view (and a page's own ``extra`` fields) into the URL, so copying it shares this view."""
+    st.query_params.from_dict(view_params() | dict(extra or {}))

@@ -12,7 +12,7 @@ from sinkscope.serving.settings import Settings
 
 from views.state import navigation
 from views.state.cache import get_model, shared, token_limit
-from views.state.session import EXAMPLES, GPU_DTYPES, Request, carry_over, chosen_dtype
+from views.state.session import EXAMPLES, GPU_DTYPES, LANGUAGE_EXAMPLES, Request, carry_over, chosen_dtype
 from views.state.url_state import CUSTOM, URL_TEXT_LIMIT, restore_from_url, show_ignored
 from views.text import language, say, t
 
@@ -63,6 +63,7 @@ def _text_input(prefix: str = "") -> str:
     """An example picker, the text box it fills and an upload; ``prefix`` keeps a compare side's own keys."""
     ids = [*EXAMPLES, CUSTOM]
     titles = {k: t(EXAMPLES[k]["title"]) for k in EXAMPLES} | {CUSTOM: t("side.own_text")}
+    st.session_state.setdefault(prefix + "example", LANGUAGE_EXAMPLES.get(language(), ids[0]))
     example = st.selectbox(t("side.example"), ids, format_func=titles.get, key=prefix + "example")
     if example != CUSTOM:
         st.caption(t(EXAMPLES[example]["teaches"]))

@@ -6,8 +6,8 @@ from sinkscope import lab, plot
 from sinkscope.core.names import POLARIZE_VARIANTS
 
 from views.state import cache
-from views.text import local_figure, num, t
-from views.widgets import lab_training
+from views.text import num, t
+from views.widgets import charts, lab_training
 
 
 @st.cache_resource(show_spinner=False)
@@ -71,8 +71,8 @@ def section() -> None:
         t("lab.ratio_axis"),
     )
     left, right = st.columns(2)
-    left.plotly_chart(local_figure(entropy), key="lab_entropy")
-    right.plotly_chart(local_figure(ratio), key="lab_ratio")
+    charts.show(entropy, "lab_entropy", left)
+    charts.show(ratio, "lab_ratio", right)
     shown = st.selectbox(t("lab.trajectories"), list(runs), key="lab_trajectory")
     run = runs[shown]
     weights = np.array(run.weights)  # (recorded step, candidate)
@@ -80,26 +80,24 @@ def section() -> None:
     singular = np.array(run.singular_values)  # (recorded step, singular value)
     svs = {f"s{i + 1}": singular[:, i].tolist() for i in range(min(3, singular.shape[1]))}
     left, right = st.columns(2)
-    left.plotly_chart(
-        local_figure(
-            plot.fig_lines(
-                run.steps, coords, t("lab.weights_title", variant=shown), t("lab.step_log"), t("lab.weight"), log_x=True
-            )
+    charts.show(
+        plot.fig_lines(
+            run.steps, coords, t("lab.weights_title", variant=shown), t("lab.step_log"), t("lab.weight"), log_x=True
         ),
-        key="lab_coords",
+        "lab_coords",
+        left,
     )
-    right.plotly_chart(
-        local_figure(
-            plot.fig_lines(
-                run.steps,
-                svs,
-                t("lab.svd_title", variant=shown),
-                t("lab.step_log"),
-                t("lab.singular_value"),
-                log_x=True,
-            )
+    charts.show(
+        plot.fig_lines(
+            run.steps,
+            svs,
+            t("lab.svd_title", variant=shown),
+            t("lab.step_log"),
+            t("lab.singular_value"),
+            log_x=True,
         ),
-        key="lab_svd",
+        "lab_svd",
+        right,
     )
     summary = ", ".join(f"{v} {num(r.entropy[0], '.2f')} → {num(r.entropy[-1], '.2f')}" for v, r in runs.items())
     st.caption(t("lab.polarize_summary", summary=summary) + " " + t("lab.citation"))

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.names import LAB_TASKS, TASK_VARIANTS
 from sinkscope.lab import toy
 
 from views.state import cache, session
-from views.text import language, local_figure, local_table, num, t
-from views.widgets import stop_button
+from views.text import language, local_table, num, t
+from views.widgets import charts, stop_button
 
 RUNS = session.ASSETS / "lab"
 TASK_KEYS = {"backcopy": "lab.task_backcopy", "induction": "lab.task_induction"}
@@ -117,30 +118,34 @@ def transient(runs: Runs) -> None:
             st.markdown(t("lab.transient_sink", seed=seed, peak=num(peak, ".2f"), step=step, released=released))
 
 
-def one_run(runs: Runs) -> None:
+def bos_figure(run: toy.TrainingRun) -> go.Figure:
     """A run's heads over training: BOS weight at dormant and at active queries, and the row's total weight."""
-    choices = list(runs)
-    default = choices.index(("softmax", 0)) if ("softmax", 0) in choices else 0
-    variant, seed = st.selectbox(t("lab.run"), choices, index=default, key="train_shown",
-                                 format_func=lambda run: t("lab.run_name", variant=run[0], seed=run[1]))  # fmt: skip
-    run = runs[(variant, seed)]
     series = {}
     for name, key in (("bos_dormant", "lab.line_dormant"), ("bos_active", "lab.line_active"),
                       ("total_dormant", "lab.line_total")):  # fmt: skip
         values = np.array(getattr(run, name))  # (checkpoint, layer, head)
         for layer, head in np.ndindex(values.shape[1:]):
             series[t(key, head=f"L{layer}H{head}")] = values[:, layer, head].tolist()
-    if variant == "gated" and run.gate_dormant:
+    if run.variant == "gated" and run.gate_dormant:
         gates = np.array(run.gate_dormant)  # (checkpoint, layer, head)
         for layer, head in np.ndindex(gates.shape[1:]):
             series[t("lab.line_gate", head=f"L{layer}H{head}")] = gates[:, layer, head].tolist()
-    axis = t("lab.share_axis" if variant in toy.ROW_SUMS_TO_ONE else "lab.raw_axis")
-    fig = plot.fig_lines(run.steps, series, t("lab.bos_title", variant=variant), t("lab.step"), axis)
-    st.plotly_chart(local_figure(fig), key="train_bos")
+    axis = t("lab.share_axis" if run.variant in toy.ROW_SUMS_TO_ONE else "lab.raw_axis")
+    return plot.fig_lines(run.steps, series, t("lab.bos_title", variant=run.variant), t("lab.step"), axis)
+
+
+def one_run(runs: Runs) -> None:
+    """The chosen run over training, and its maps at a checkpoint."""
+    choices = list(runs)
+    default = choices.index(("softmax", 0)) if ("softmax", 0) in choices else 0
+    variant, seed = st.selectbox(t("lab.run"), choices, index=default, key="train_shown",
+                                 format_func=lambda run: t("lab.run_name", variant=run[0], seed=run[1]))  # fmt: skip
+    run = runs[(variant, seed)]
+    charts.show(bos_figure(run), "train_bos")
     step = st.select_slider(t("lab.checkpoint"), run.map_steps, run.map_steps[-1], key="train_checkpoint")
     maps = np.array(run.maps[run.map_steps.index(step)])  # (layer, head, query, key)
     title = t("lab.maps_title", step=step)
-    st.plotly_chart(local_figure(plot.fig_thumbnails(maps, t("fig.layer"), title, lang=language())), key="train_maps")
+    charts.show(plot.fig_thumbnails(maps, t("fig.layer"), title, lang=language()), "train_maps")
 
 
 def section() -> None:

@@ -16,8 +16,8 @@ from sinkscope.experiments.geometry import key_geometry
 from sinkscope.experiments.interventions import Intervention, Outcome
 
 from views.state import cache, session, url_state
-from views.text import local_figure, local_table, num, percent, say, t
-from views.widgets import controls
+from views.text import local_table, num, percent, say, t
+from views.widgets import charts, controls
 
 
 def lesson(
@@ -132,7 +132,7 @@ def comparison(intact: Outcome, changed: list[tuple[Intervention, Outcome]], key
     layers = list(range(intact.heads["sink"].shape[0]))
     series = {label: np.nanmean(o.heads["sink"], 1).tolist() for label, o in runs}
     fig = plot.fig_lines(layers, series, t("lesson.sinks_title"), t("fig.layer"), "sink")
-    st.plotly_chart(local_figure(fig), key=f"{key}_sinks")
+    charts.show(fig, f"{key}_sinks")
 
 
 def ppl_change(intact: Outcome, changed: Outcome) -> str:

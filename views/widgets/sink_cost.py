@@ -6,12 +6,14 @@ import json
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 from sinkscope import plot
 from sinkscope.experiments import cost
 
 from views.state import cache, session
-from views.text import local_figure, local_table, num, say, t
+from views.text import local_table, num, say, t
+from views.widgets import charts
 
 SHIPPED = session.ASSETS / "cost.json"
 PUBLISHED = {"sink": 1.0, "diagonal": 1.5}  # Súkeník et al.: norm ~ T for a sink, ~ T^1.5 for a diagonal
@@ -46,7 +48,8 @@ def controls() -> dict:
     return st.session_state.get("cost_result") or shipped()
 
 
-def figure(result: dict) -> None:
+def chart(result: dict) -> go.Figure:
+    """Each pattern's smallest norm against T, per embedding geometry (log-log)."""
     lengths, norms = {}, {}
     for point in result["points"]:
         name = t(
@@ -55,9 +58,7 @@ def figure(result: dict) -> None:
         lengths.setdefault(name, []).append(point["n_tokens"])
         norms.setdefault(name, []).append(point["norm"] if point["norm"] is not None else np.nan)
     title = t("cost.title", dim=result["dim"], delta=num(result["delta"], "g"))
-    st.plotly_chart(
-        local_figure(plot.fig_lines(lengths, norms, title, "T", "‖W‖_F", log_x=True, log_y=True)), key="cost_chart"
-    )
+    return plot.fig_lines(lengths, norms, title, "T", "‖W‖_F", log_x=True, log_y=True)
 
 
 def slopes(result: dict) -> None:
@@ -76,7 +77,7 @@ def section() -> dict:
     st.subheader(t("cost.heading"))
     st.markdown(t("cost.intro"))
     result = controls()
-    figure(result)
+    charts.show(chart(result), "cost_chart")
     slopes(result)
     for sentence in cost.explanation(result):
         st.markdown(say(sentence))

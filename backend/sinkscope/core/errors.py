@@ -36,3 +36,7 @@ class TokenLimitError(InputError):
             super().__init__("error.token_limit", n=n_tokens, limit=limit)
         self.n_tokens = n_tokens
         self.limit = limit
+
+
+class ExportError(SinkscopeError):
+    """A figure could not be written as an image (no Chromium for Plotly's static export, or it failed)."""

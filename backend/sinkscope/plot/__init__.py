@@ -36,6 +36,7 @@ from sinkscope.plot.html_figures import FIGURES_CSS, head_map_html, kind_counts_
 from sinkscope.plot.lesson_figures import (
     fig_channel_map,
     fig_kind_output,
+    fig_magnitudes,
     fig_sink_scatter,
     fig_smoothing_depth,
     fig_softmax_variants,
@@ -57,6 +58,7 @@ __all__ = [
     "fig_head_map",
     "fig_kind_counts",
     "fig_kind_output",
+    "fig_magnitudes",
     "fig_lines",
     "fig_ppl_vs_sinks",
     "fig_sink_scatter",

@@ -28,13 +28,18 @@ KIND_COLORS = {Kind.SINK: "#d62728", Kind.DIAGONAL: "#1f77b4", Kind.PREVIOUS_TOK
 
 def heading(text: str, subtitle: str = "", width: int = 34) -> dict[str, object]:
     """A figure title on lines of at most ``width`` characters, with the margin it needs: Plotly does not wrap,
-    and a half-width figure at 1024 px cut long titles off."""
+    and a half-width figure at 1024 px cut long titles off. The subtitle is the title's last lines in a smaller
+    grey font, not Plotly's own subtitle, which is drawn under the title's anchor, into the plot."""
+    lines = "<br>".join(textwrap.wrap(text, width))
+    below = "<br>".join(textwrap.wrap(subtitle, width + 6))  # 12 px letters: as wide as the title's 15 px lines
     return {
-        "text": "<br>".join(textwrap.wrap(text, width)),
-        "subtitle": {"text": "<br>".join(textwrap.wrap(subtitle, width + 16))},
+        "text": lines + (f"<br><span style='font-size:12px;color:#666'>{below}</span>" if below else ""),
         "font": {"size": 15},
         "automargin": True,
-        "yref": "paper",
+        "yref": "paper",  # above the plot area (y 1, anchored at its bottom): the top margin grows to hold it
+        "y": 1,
+        "yanchor": "bottom",
+        "pad": {"b": 28},  # clear of the top tick label, which reaches above the plot area
     }
 
 
@@ -323,10 +328,10 @@ def fig_stream_nll(
 def fig_ppl_vs_sinks(sinks: list[int], ppl: list[float], cache_size: int, engine: str, lang: str = "en") -> go.Figure:
     """Perplexity against the number of sink tokens at one fixed cache size (Xiao et al., Table 2)."""
     tr = Text(lang)
-    fig = go.Figure(go.Bar(x=[str(s) for s in sinks], y=ppl, text=[f"{p:.2f}" for p in ppl], textposition="outside"))
+    fig = go.Figure(go.Bar(x=[str(s) for s in sinks], y=ppl, texttemplate="%{y:.2f}", textposition="outside"))
     fig.update_layout(
         title=heading(tr("fig.sweep_title", cache=cache_size, engine=engine)),
-        xaxis={"title": tr("fig.sink_tokens")},
+        xaxis={"title": tr("fig.sink_tokens"), "type": "category"},  # counts are names of bars, not a scale
         yaxis={"title": tr("fig.perplexity"), "type": "log"},
         height=380,
         margin=MARGIN,

@@ -10,7 +10,16 @@ from sinkscope.core.arrays import bin_labels, pool_max
 from sinkscope.core.i18n import Text
 from sinkscope.core.metrics import nan_mean
 from sinkscope.core.names import KINDS
-from sinkscope.plot.explore_figures import BELOW, KIND_COLORS, LEGEND_BELOW, MARGIN, category_ticks, escape, heading
+from sinkscope.plot.explore_figures import (
+    BELOW,
+    KIND_COLORS,
+    LEGEND_BELOW,
+    MARGIN,
+    category_ticks,
+    escape,
+    fig_lines,
+    heading,
+)
 
 
 def spent(tr: Text, total: float) -> str:
@@ -59,6 +68,14 @@ def fig_sink_scatter(heads: dict[str, np.ndarray], lang: str = "en") -> go.Figur
         margin=MARGIN,
     )
     return fig
+
+
+def fig_magnitudes(layers: dict[str, np.ndarray], lang: str = "en") -> go.Figure:
+    """The three largest |h| of each residual layer against its median (log): where massive activations appear."""
+    tr = Text(lang)
+    depth = list(range(len(layers["top1"])))
+    series = {name: layers[name].tolist() for name in ("top1", "top2", "top3", "median_abs")}
+    return fig_lines(depth, series, tr("massive.top_title"), tr("massive.layer_axis"), "|h| (log)", log_y=True)
 
 
 def fig_channel_map(hidden: np.ndarray, tokens: list[str], max_rows: int = 128, lang: str = "en") -> go.Figure:

@@ -1,0 +1,39 @@
+"""``sinkscope figure``: a text's figures for slides (head map, kinds, depth, a sink head, a diagonal head), as
+PNG and SVG with a caption line, in the language asked."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sinkscope.cli.arguments import UsageError, ids_of, load, model_options, text_options, the_text
+from sinkscope.core.i18n import LANGUAGES
+
+
+def run(args: argparse.Namespace) -> None:
+    from sinkscope.core.capture import analyze_ids, attention_maps
+    from sinkscope.plot import export, slides
+
+    if not export.available():
+        raise UsageError("figures need Chromium for Plotly's static export: apt-get install chromium, or BROWSER_PATH.")
+    loaded = load(args)
+    ids = ids_of(args, loaded)
+    trace = analyze_ids(loaded, ids)
+    maps = {kind: attention_maps(loaded, ids, layer).weights[head]
+            for kind, (layer, head) in slides.example_heads(trace.heads).items()}  # fmt: skip
+    shown = slides.figures(trace, maps, lang=args.lang)
+    captions = export.captions(shown, loaded.info.label, the_text(args))
+    formats = tuple(fmt for fmt in export.FORMATS if getattr(args, fmt)) or export.FORMATS
+    for path in export.write_all(shown, captions, Path(args.out), formats):
+        print(path)
+
+
+def add(commands: argparse._SubParsersAction) -> None:
+    command = commands.add_parser("figure", help="a text's figures for slides, as PNG and SVG with a caption")
+    model_options(command)
+    text_options(command)
+    command.add_argument("--out", required=True, help="the folder to write the figures in (made if missing)")
+    command.add_argument("--png", action="store_true", help="write PNG (with --svg: both; neither: both)")
+    command.add_argument("--svg", action="store_true", help="write SVG")
+    command.add_argument("--lang", default="en", choices=list(LANGUAGES), help="the figures' language")
+    command.set_defaults(run=run)

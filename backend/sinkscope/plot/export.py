@@ -1,0 +1,123 @@
+"""Figures for slides: any figure with a caption line (model, text, what it shows), as PNG or SVG.
+
+Plotly's static export (Kaleido) drives the system's Chromium, found on the PATH or at ``BROWSER_PATH``: nothing
+is downloaded at run time. The caption goes on a strip under the image, so a slide keeps its source.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+
+import plotly.graph_objects as go
+import plotly.io as pio
+from PIL import Image, ImageDraw, ImageFont
+
+from sinkscope.core.errors import ExportError
+
+FORMATS = ("png", "svg")
+WIDTH, HEIGHT = 1280, 720  # a 16:9 slide
+PNG_SCALE = 2  # sharp on a projector
+FIRST_WORDS = 8
+CAPTION_PX = 32  # the strip under a slide that holds its caption
+CAPTION_CHARS = 170  # what one line of 13 px text holds across a 1280 px slide
+CAPTION_FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # Debian's, beside Chromium; Pillow's otherwise
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
+log = logging.getLogger(__name__)
+
+
+def available() -> bool:
+    """Whether a Chromium for the static export is here (``BROWSER_PATH``, or one on the PATH)."""
+    return bool(os.environ.get("BROWSER_PATH") or any(shutil.which(name) for name in BROWSERS))
+
+
+def first_words(text: str, words: int = FIRST_WORDS) -> str:
+    """The text's first ``words`` words, with an ellipsis when it goes on."""
+    split = text.split()
+    return " ".join(split[:words]) + ("…" if len(split) > words else "")
+
+
+def plain_title(fig: go.Figure) -> str:
+    """The figure's title without its markup (line breaks become spaces)."""
+    title = fig.layout.title.text or ""
+    return re.sub(r"<[^>]+>", " ", title).replace("  ", " ").strip()
+
+
+def caption_line(model: str, text: str, shows: str) -> str:
+    """'model · “first words…” · what the figure shows' (its title: layer, head, metric, in the viewer's language)."""
+    line = " · ".join(part for part in (model, f"“{first_words(text)}”" if text.strip() else "", shows) if part)
+    return line if len(line) <= CAPTION_CHARS else line[: CAPTION_CHARS - 1] + "…"
+
+
+def captions(figures: dict[str, go.Figure], model: str, text: str) -> dict[str, str]:
+    """Each named figure's caption line."""
+    return {name: caption_line(model, text, plain_title(fig)) for name, fig in figures.items()}
+
+
+def _font(size: int) -> ImageFont.FreeTypeFont:
+    try:
+        return ImageFont.truetype(CAPTION_FONT, size)
+    except OSError:  # no DejaVu here: Pillow's own font
+        return ImageFont.load_default(size=size)
+
+
+def with_caption(data: bytes, fmt: str, caption: str) -> bytes:
+    """The image with ``caption`` on a strip added under it: below everything Plotly drew, so nothing overlaps."""
+    if fmt == "svg":
+        svg, total = data.decode("utf-8"), HEIGHT + CAPTION_PX
+        root_end = svg.index(">")  # the root element's size and viewBox grow by the strip
+        root = svg[:root_end].replace(f'height="{HEIGHT}"', f'height="{total}"', 1)
+        root = root.replace(f'viewBox="0 0 {WIDTH} {HEIGHT}"', f'viewBox="0 0 {WIDTH} {total}"', 1)
+        strip = (f'<rect x="0" y="{HEIGHT}" width="{WIDTH}" height="{CAPTION_PX}" style="fill: #fff"/>'
+                 f'<text x="16" y="{HEIGHT + 21}" style="font-family: DejaVu Sans, Arial, sans-serif; '
+                 f'font-size: 13px; fill: #555">{html.escape(caption)}</text>')  # fmt: skip
+        body = svg[root_end : svg.rindex("</svg>")]
+        return (root + body + strip + "</svg>").encode("utf-8")
+    image = Image.open(io.BytesIO(data)).convert("RGB")
+    canvas = Image.new("RGB", (image.width, image.height + CAPTION_PX * PNG_SCALE), "white")
+    canvas.paste(image, (0, 0))
+    ImageDraw.Draw(canvas).text((16 * PNG_SCALE, image.height + 8 * PNG_SCALE), caption, fill="#555555",
+                                font=_font(13 * PNG_SCALE))  # fmt: skip
+    out = io.BytesIO()
+    canvas.save(out, format="PNG")
+    return out.getvalue()
+
+
+def _failed(err: Exception) -> ExportError:
+    log.warning("Static export failed: %s", err)
+    return ExportError("export.failed", error=str(err).splitlines()[0] if str(err) else type(err).__name__)
+
+
+def image(fig: go.Figure, fmt: str, caption: str) -> bytes:
+    """``fig`` at slide size as ``fmt`` ("png" or "svg") bytes with ``caption`` under it; an ``ExportError`` when
+    Chromium cannot draw it."""
+    if fmt not in FORMATS:
+        raise ExportError("export.unknown_format", fmt=fmt, formats=", ".join(FORMATS))
+    try:
+        drawn = pio.to_image(fig, format=fmt, width=WIDTH, height=HEIGHT, scale=PNG_SCALE if fmt == "png" else 1)
+    except (RuntimeError, ValueError, OSError) as err:
+        raise _failed(err) from err
+    return with_caption(drawn, fmt, caption)
+
+
+def write_all(
+    figures: dict[str, go.Figure], captions: dict[str, str], folder: Path, formats: tuple[str, ...]
+) -> list[Path]:
+    """Each figure written as ``folder/<name>.<fmt>`` for every format, drawn in one Chromium session, with its
+    caption under it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    jobs = [(fig, folder / f"{name}.{fmt}", fmt) for name, fig in figures.items() for fmt in formats]
+    try:
+        figures_, paths, kinds = zip(*jobs, strict=True)
+        scales = [PNG_SCALE if fmt == "png" else 1 for fmt in kinds]
+        pio.write_images(list(figures_), list(paths), format=list(kinds), width=WIDTH, height=HEIGHT, scale=scales)
+    except (RuntimeError, ValueError, OSError) as err:
+        raise _failed(err) from err
+    for _, path, fmt in jobs:
+        path.write_bytes(with_caption(path.read_bytes(), fmt, captions[path.stem]))
+    return [path for _, path, _ in jobs]

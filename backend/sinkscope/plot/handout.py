@@ -1,0 +1,104 @@
+"""A printable handout of one text: the sink rate, the head map and kind counts, a sink head and a diagonal head,
+the claims scoreboard and the metric definitions, as one self-contained HTML page (print it, or save it as PDF).
+
+Everything is drawn without a browser at build time: the head map and the kinds are the HTML figures, the two
+heads are PNG images of their attention maps, so the page prints the same anywhere.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from collections.abc import Sequence
+
+import numpy as np
+from markdown_it import MarkdownIt
+from PIL import Image
+
+from sinkscope.core.i18n import Text
+from sinkscope.plot.html_figures import FIGURES_CSS, head_map_html, kind_counts_html
+from sinkscope.plot.slides import TITLES, Head
+
+LIGHT, DARK = np.array([247, 251, 255]), np.array([8, 48, 107])  # the ends of the maps' "Blues" scale
+MAP_PIXELS = 360  # an attention map's side at least, in image pixels
+PRINT_CSS = """
+body { font-family: system-ui, "DejaVu Sans", sans-serif; color: #222; max-width: 190mm; margin: 1.5rem auto; }
+h1 { font-size: 1.6rem; margin-bottom: 0.2rem; } h2 { font-size: 1.2rem; margin-top: 1.6rem; }
+.meta { color: #555; } blockquote { border-left: 3px solid #ccc; margin: 0.6rem 0; padding-left: 0.8rem; }
+.heads { display: flex; gap: 1.5rem; flex-wrap: wrap; } .heads figure { margin: 0; width: 88mm; }
+.heads img { width: 100%; image-rendering: pixelated; border: 1px solid #ddd; }
+table { border-collapse: collapse; font-size: 0.85rem; width: 100%; }
+th, td { border: 1px solid #ccc; padding: 0.3rem 0.4rem; text-align: left; vertical-align: top; }
+.definitions code { font-size: 0.85em; }
+@page { size: A4; margin: 14mm; }
+@media print { body { margin: 0; } .new-page { break-before: page; } figure, tr, .ss-figure { break-inside: avoid; } }
+"""
+DEFINITION_SECTIONS = 3  # the definitions' notation, per-head and per-layer sections: what the handout's figures use
+
+
+def attention_image(weights: np.ndarray) -> str:
+    """A (query, key) attention map as a PNG data URL, each cell coloured on the maps' blue scale (0 to the map's
+    largest weight), enlarged to print sharply."""
+    weights = np.asarray(weights, dtype=np.float64)
+    scaled = weights / max(float(np.nanmax(weights)), 1e-12)
+    rgb = LIGHT + (DARK - LIGHT) * np.nan_to_num(scaled)[..., None]  # (query, key, 3)
+    image = Image.fromarray(rgb.round().astype(np.uint8), mode="RGB")
+    side = max(MAP_PIXELS // max(weights.shape), 1)
+    image = image.resize((weights.shape[1] * side, weights.shape[0] * side), Image.NEAREST)
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG", optimize=True)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
+
+
+def definitions_html(markdown: str) -> str:
+    """The definitions file's first sections (its own title dropped), as HTML with its tables."""
+    sections = markdown.split("\n## ")
+    kept = "\n## ".join(sections[: DEFINITION_SECTIONS + 1]).split("\n", 1)[1]
+    return MarkdownIt("commonmark").enable("table").render(kept)
+
+
+def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
+    head = "".join(f"<th>{html.escape(cell)}</th>" for cell in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def handout_html(
+    trace: object,
+    heads: dict[str, tuple[Head, np.ndarray]],
+    scoreboard: tuple[Sequence[str], Sequence[Sequence[str]], str],
+    definitions: str,
+    model: str,
+    text: str,
+    lang: str = "en",
+) -> str:
+    """The handout. ``heads``: kind -> ((layer, head), its attention map); ``scoreboard``: (column titles, rows,
+    summary line), already in the viewer's language; ``definitions``: the metric definitions' Markdown."""
+    tr = Text(lang)
+    figures = []
+    for kind, ((layer, head), weights) in heads.items():
+        title = tr(TITLES[kind], layer=layer, head=head, score=round(float(trace.heads[kind][layer, head]), 2))
+        figures.append(f'<figure><img alt="{html.escape(title)}" src="{attention_image(weights)}">'
+                       f"<figcaption>{html.escape(title)}</figcaption></figure>")  # fmt: skip
+    header, rows, summary = scoreboard
+    return f"""<!doctype html>
+<html lang="{lang}"><head><meta charset="utf-8"><title>{html.escape(tr("handout.title"))}</title>
+<style>{FIGURES_CSS}{PRINT_CSS}</style></head><body>
+<h1>{html.escape(tr("handout.title"))}</h1>
+<p class="meta">{html.escape(model)} · T = {trace.n_tokens}</p>
+<blockquote>{html.escape(text)}</blockquote>
+<h2>{html.escape(tr("handout.rate_heading"))}</h2>
+<p>{html.escape(tr("handout.rate", rate=round(trace.sink_rate(), 1), n=trace.n_tokens))}</p>
+{head_map_html(trace.heads, "sink", lang=lang)}
+{kind_counts_html(trace.heads["kind"], lang=lang)}
+<h2>{html.escape(tr("handout.heads_heading"))}</h2>
+<p>{html.escape(tr("handout.heads_note"))}</p>
+<div class="heads">{"".join(figures)}</div>
+<h2 class="new-page">{html.escape(tr("claims.title"))}</h2>
+{_table(rows, header)}
+<p>{html.escape(summary)}</p>
+<h2 class="new-page">{html.escape(tr("definitions.title"))}</h2>
+<div class="definitions">{definitions_html(definitions)}</div>
+</body></html>
+"""

@@ -1,0 +1,41 @@
+"""The figures a class needs from one text: the head map, the kind counts, the depth profile, and the strongest
+sink head's and diagonal head's maps (``sinkscope.plot.export`` writes them with their captions)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from sinkscope.core.i18n import Text
+from sinkscope.core.tokens import token_labels
+from sinkscope.plot.explore_figures import fig_attention, fig_depth_profile, fig_head_map, fig_kind_counts
+
+Head = tuple[int, int]  # (layer, head)
+TITLES = {"sink": "slides.sink_head", "diagonal": "slides.diagonal_head"}
+
+
+def strongest(heads: dict[str, np.ndarray], metric: str) -> Head:
+    """The head with the largest ``metric`` (sink, diagonal): the one a slide shows as its example."""
+    values = np.nan_to_num(np.asarray(heads[metric], dtype=np.float64), nan=-1.0)
+    layer, head = np.unravel_index(values.argmax(), values.shape)
+    return int(layer), int(head)
+
+
+def example_heads(heads: dict[str, np.ndarray]) -> dict[str, Head]:
+    """{"sink": the strongest sink head, "diagonal": the strongest diagonal head}."""
+    return {kind: strongest(heads, kind) for kind in ("sink", "diagonal")}
+
+
+def figures(trace: object, maps: dict[str, np.ndarray], lang: str = "en") -> dict[str, go.Figure]:
+    """Named slide figures of ``trace``; ``maps`` holds the (query, key) weights of each example head by kind."""
+    tr = Text(lang)
+    labels = token_labels(trace.tokens)
+    shown = {
+        "head_map": fig_head_map(trace.heads, "sink", lang=lang),
+        "kind_counts": fig_kind_counts(trace.heads["kind"], lang=lang),
+        "depth_profile": fig_depth_profile(trace.heads, trace.layers, lang=lang),
+    }
+    for kind, (layer, head) in example_heads(trace.heads).items():
+        title = tr(TITLES[kind], layer=layer, head=head, score=round(float(trace.heads[kind][layer, head]), 2))
+        shown[f"{kind}_head"] = fig_attention(maps[kind], labels, labels, title, lang=lang)
+    return shown

@@ -1,0 +1,117 @@
+"""The course in a real browser: ten steps in French, a shared step link, the presenter view, figures for slides."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+from sinkscope.core.i18n import catalogue
+from sinkscope.course import STEPS
+
+from tests.browser.conftest import ARTIFACTS
+from tests.browser.layout import layout_problems, settled
+from tests.browser.test_app_browser import LOAD, wait_for_analysis
+
+FR = catalogue("fr")
+SAID = {  # a sentence each step computes from the French example (the default in French: its first token is "Le")
+    "map": "premier jeton, Le)",
+    "budget": "donne en moyenne",
+    "reads": "Sur les 183 têtes puits",
+    "massive": "du jeton 0",
+    "break": "Perplexité",
+    "streaming": "Sur 512 jetons de l'aide de Python",
+    "kinds": "183 têtes puits",
+    "cost": "alignés : la norme du puits",
+    "lab": "sur BOS aux requêtes dormantes",
+    "claims": "Sur 14 affirmations",
+}
+
+
+def step_heading(number: int) -> re.Pattern:
+    return re.compile(rf"^Étape {number} sur 10 : ")
+
+
+def test_the_course_walks_its_ten_steps_in_french_and_a_shared_step_reopens_as_left(page: Page, app_url: str) -> None:
+    page.goto(f"{app_url}/course?lang=fr")
+    for number, step in enumerate(STEPS, 1):
+        expect(page.get_by_text(step_heading(number))).to_be_visible(timeout=LOAD)
+        expect(page.get_by_text(FR[f"course.{step.id}.question"])).to_be_visible()
+        reveal = page.get_by_role("button", name="Révéler")
+        expect(reveal).to_be_disabled()  # a prediction comes first
+        page.get_by_text(FR[f"course.{step.id}.{step.choices[0]}"], exact=True).click()
+        reveal.click()
+        verdict = re.compile(r"^(Exact : |Votre prédiction : .+ Sur ce modèle et ce texte : )")
+        expect(page.get_by_text(verdict)).to_be_visible(timeout=LOAD)
+        expect(page.get_by_text(SAID[step.id]).first).to_be_visible(timeout=LOAD)
+        if number < len(STEPS):
+            page.get_by_role("button", name="Suivante →").click()
+    everything = ".".join(step.choices[0] for step in STEPS)
+    expect(page).to_have_url(re.compile(rf"step=10&answers={re.escape(everything)}"), timeout=LOAD)
+    page.goto(page.url)  # a reload, or a student opening the shared link
+    expect(page.get_by_text(step_heading(10))).to_be_visible(timeout=LOAD)
+    expect(page.get_by_role("button", name="Révéler")).to_have_count(0)  # answered: the result shows again
+    expect(page.get_by_text(SAID["claims"]).first).to_be_visible(timeout=LOAD)
+    page.get_by_role("button", name="← Précédente").click()
+    expect(page.get_by_text(step_heading(9))).to_be_visible(timeout=LOAD)
+    expect(page.get_by_text(re.compile(r"^Exact : Oui\.$"))).to_be_visible(timeout=LOAD)
+
+
+def test_a_teacher_shares_a_step_unanswered_and_a_bad_step_is_named(page: Page, app_url: str) -> None:
+    page.goto(f"{app_url}/course?lang=fr&step=7")
+    expect(page.get_by_text(step_heading(7))).to_be_visible(timeout=LOAD)
+    expect(page.get_by_role("button", name="Révéler")).to_be_disabled()
+    page.goto(f"{app_url}/course?lang=en&step=42&answers=first.maybe")
+    expect(page.get_by_text(re.compile(r"^Step 1 of 10: "))).to_be_visible(timeout=LOAD)
+    expect(page.get_by_text(re.compile(r"step=42, answers=maybe"))).to_be_visible(timeout=LOAD)
+    expect(page.get_by_test_id("stException")).to_have_count(0)
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 720), (1920, 1080)])
+def test_the_presenter_view_hides_the_controls_and_cuts_nothing(browser: Browser, app_url: str, width: int,
+                                                                height: int) -> None:  # fmt: skip
+    context = browser.new_context(viewport={"width": width, "height": height})
+    try:
+        page = context.new_page()
+        found = {}
+        for step, answers in ((1, "first"), (7, "......sink")):
+            page.goto(f"{app_url}/course?lang=fr&step={step}&answers={answers}&present=1")
+            settled(page, sidebar=False)
+            expect(page.get_by_test_id("stSidebar")).to_be_hidden()
+            expect(page.locator(".stPlotlyChart")).to_have_count(1)  # one figure a screen
+            found[f"step {step}"] = layout_problems(page)
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / f"presenter_step{step}_{width}x{height}.png"))
+        assert {where: problems for where, problems in found.items() if problems} == {}
+    finally:
+        context.close()
+
+
+def test_the_head_map_downloads_as_png_and_svg_with_its_caption(page: Page, app_url: str) -> None:
+    page.goto(f"{app_url}/?example=english")
+    wait_for_analysis(page)
+    page.get_by_role("button", name=re.compile("Figure")).first.click()
+    files = {}
+    for fmt in ("PNG", "SVG"):
+        with page.expect_download(timeout=60_000) as download:
+            page.get_by_role("button", name=fmt, exact=True).dispatch_event("click")  # the menu may open off-screen
+        files[fmt] = Path(download.value.path()).read_bytes()
+    assert files["PNG"].startswith(b"\x89PNG") and len(files["PNG"]) > 20_000
+    svg = files["SVG"].decode("utf-8")
+    assert svg.startswith("<svg") and len(svg) > 20_000
+    assert "SmolLM2-135M-Instruct" in svg and "“The lighthouse keeper climbed the stairs every evening…”" in svg
+    assert "sink: " in svg  # the head map's title: its metric
+
+
+def test_the_handout_downloads_in_the_viewers_language_with_its_parts(page: Page, app_url: str) -> None:
+    page.goto(f"{app_url}/handout?lang=fr")
+    button = page.get_by_role("button", name=re.compile("Télécharger le polycopié"))
+    expect(button).to_be_visible(timeout=LOAD)
+    with page.expect_download(timeout=60_000) as download:
+        button.click()
+    handout = Path(download.value.path()).read_text(encoding="utf-8")
+    assert '<html lang="fr">' in handout and "Le gardien du phare" in handout  # the French prose, by default
+    assert "Sur 14 affirmations" in handout and handout.count("data:image/png;base64,") == 2
+    assert "Couche 18, tête 8 : le puits le plus fort" in handout
+    expect(page.frame_locator("iframe").first.get_by_text("Taux de puits", exact=True)).to_be_visible()

@@ -1,0 +1,109 @@
+"""The course: links that carry its progress, and reveals that follow the numbers (hand-built inputs, no model)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sinkscope.core.capture import Trace
+from sinkscope.core.i18n import LANGUAGES, Message, catalogue
+from sinkscope.course import STEPS, answers_param, parse_answers, reveals, step_index
+from sinkscope.experiments.claims import Verdict
+from sinkscope.experiments.interventions import Outcome
+
+
+def trace(kinds: list[str], sink: list[float], value_ratio: float = 0.2, massive_token: int = 0) -> Trace:
+    """One layer of len(kinds) heads over three tokens, with the given kinds and sink scores."""
+    n = len(kinds)
+    heads = {"sink": np.array([sink]), "value_norm_ratio": np.full((1, n), value_ratio),
+             "value_sink": np.array([[0.9] + [0.1] * (n - 1)]), "learned_sink": np.zeros((1, n)),
+             "kind": np.array([kinds], dtype=object)}  # fmt: skip
+    layers = {"median_abs": np.array([0.5, 2.0]), "top1": np.array([1.0, 900.0])}
+    massive = ((1, massive_token, 7, 900.0),)
+    return Trace("m", (5, 6, 7), ("The", " cat", "."), heads, layers, massive, np.zeros((2, 3, 4)), np.zeros((1, n, 3)))
+
+
+def outcome(loss: float) -> Outcome:
+    return Outcome(np.full(2, loss), (), {}, np.zeros(2), np.zeros(2))
+
+
+def test_a_link_carries_the_step_and_the_answers_and_names_what_it_cannot_use() -> None:
+    answers = ("first", None, "smaller") + (None,) * (len(STEPS) - 3)
+    assert answers_param(answers) == "first..smaller"
+    assert parse_answers("first..smaller") == (answers, [])
+    parsed, unknown = parse_answers("first.maybe..first")  # "maybe" is no choice of step 2, "first" is of step 4
+    assert parsed[:4] == ("first", None, None, "first") and unknown == ["maybe"]
+    assert [step_index(v) for v in ("1", "10", "0", "11", "two", None)] == [0, 9, None, None, None, None]
+
+
+def test_every_step_has_its_question_title_and_choices_in_every_language() -> None:
+    for lang in LANGUAGES:
+        texts = catalogue(lang)
+        for step in STEPS:
+            assert [key for key in step.keys() if not texts.get(key)] == [], lang
+
+
+def test_the_map_names_the_commonest_kind_of_head_and_counts_them() -> None:
+    sinky = reveals.of_map(trace(["sink", "sink", "sink", "diagonal"], [0.9, 0.8, 0.7, 0.0]))
+    assert sinky.truth == "first"
+    said = dict(sinky.said[0].params)
+    assert (said["token"], said["sink"], said["diagonal"], said["heads"]) == ("The", 75.0, 25.0, 4)
+    assert reveals.of_map(trace(["mixed", "mixed", "diagonal"], [0.1, 0.2, 0.0])).truth == "spread"
+
+
+def test_the_budget_names_the_strongest_sink_head_and_says_rows_sum_to_one() -> None:
+    found = reveals.of_budget(trace(["sink", "sink"], [0.6, 0.95]))
+    assert found.truth == "one"
+    assert dict(found.said[1].params) == {"layer": 0, "head": 1, "weight": 95.0, "token": "The"}
+
+
+def test_the_value_answer_follows_the_ratio() -> None:
+    assert reveals.of_reads(trace(["sink", "mixed"], [0.9, 0.1], value_ratio=0.2)).truth == "smaller"
+    assert reveals.of_reads(trace(["sink", "mixed"], [0.9, 0.1], value_ratio=3.0)).truth == "larger"
+    assert reveals.of_reads(trace(["sink", "mixed"], [0.9, 0.1], value_ratio=1.1)).truth == "same"
+    said = reveals.of_reads(trace(["sink", "mixed"], [0.9, 0.1], value_ratio=0.2)).said[0]
+    assert said.text("en").endswith("5x less (median). Yet 1 of them take over half their output from it: they "
+                                    "put so little weight anywhere else.")  # fmt: skip
+
+
+def test_the_massive_answer_names_the_token_that_holds_the_largest_activation() -> None:
+    assert reveals.of_massive(trace(["sink"], [0.9], massive_token=0)).truth == "first"
+    last = reveals.of_massive(trace(["sink"], [0.9], massive_token=2))
+    assert last.truth == "last" and dict(last.said[0].params)["ratio"] == 450  # 900 against a median of 2
+
+
+@pytest.mark.parametrize(("before", "after", "truth"), [(2.0, 2.05, "barely"), (2.0, 2.5, "some"), (2.0, 4.0, "lot")])
+def test_the_break_answer_follows_the_loss(before: float, after: float, truth: str) -> None:
+    found = reveals.of_break(outcome(before), outcome(after))
+    assert found.truth == truth and dict(found.said[0].params)["change"] == round(after - before, 2)
+
+
+def test_streaming_explodes_only_when_evicting_the_sinks_doubles_perplexity() -> None:
+    assert reveals.of_streaming({"dense": 17.5, "window": 64.4, "sinks": 21.6}).truth == "explodes"
+    assert reveals.of_streaming({"dense": 17.5, "window": 25.0, "sinks": 21.6}).truth == "little"
+    assert reveals.of_streaming({"dense": 17.5, "window": 21.7, "sinks": 21.6}).truth == "same"
+
+
+def test_sinks_against_diagonals_is_counted() -> None:
+    assert reveals.of_kinds(trace(["sink", "sink", "diagonal"], [0.9, 0.9, 0.0])).truth == "sink"
+    assert reveals.of_kinds(trace(["sink", "diagonal", "diagonal"], [0.9, 0.0, 0.0])).truth == "diagonal"
+    assert reveals.of_kinds(trace(["sink", "diagonal"], [0.9, 0.0])).truth == "same"
+
+
+def test_the_cost_answer_reads_the_aligned_slopes() -> None:
+    def sweep(sink: float, diagonal: float) -> dict:
+        points = [{"geometry": g, "pattern": p, "n_tokens": n, "norm": float(n)} for g in ("aligned", "random")
+                  for p in ("sink", "diagonal") for n in (8, 16)]  # fmt: skip
+        slopes = {"aligned/sink": sink, "aligned/diagonal": diagonal, "random/sink": 1.0, "random/diagonal": 1.0}
+        return {"dim": 8, "slopes": slopes, "points": points}
+
+    assert reveals.of_cost(sweep(0.03, 0.49)).truth == "sink"
+    assert reveals.of_cost(sweep(0.9, 0.13)).truth == "diagonal"
+
+
+def test_the_scoreboard_answer_counts_reproducing_claims() -> None:
+    said = Message.of("claims.yours.rate", rate=1.0, n=3)
+    verdicts = [Verdict(str(i), status, said) for i, status in enumerate(["reproduces"] * 9 + ["partly"] * 5)]
+    found = reveals.of_claims(verdicts)
+    assert found.truth == "half"  # 9 of 14 is not more than two thirds
+    assert found.said[0].text("en").startswith("**Of 14 claims: 9 reproduce here, 5 partly, 0 differ")
+    assert reveals.of_claims(verdicts[:9] + verdicts[-1:]).truth == "most"

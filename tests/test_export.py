@@ -1,0 +1,59 @@
+"""Figures for slides without a browser: the caption strip added under an SVG and a PNG, the caption line, and the
+example heads a slide shows (hand-built inputs)."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import plotly.graph_objects as go
+from PIL import Image
+from sinkscope.plot import export, slides
+
+SVG = (f'<svg class="main-svg" width="{export.WIDTH}" height="{export.HEIGHT}" '
+       f'viewBox="0 0 {export.WIDTH} {export.HEIGHT}"><rect/></svg>')  # fmt: skip
+
+
+def test_the_caption_goes_on_a_strip_under_an_svg_and_is_escaped() -> None:
+    out = export.with_caption(SVG.encode(), "svg", "SmolLM2 · “<b>bold</b> & co”").decode()
+    total = export.HEIGHT + export.CAPTION_PX
+    assert out.startswith(f'<svg class="main-svg" width="{export.WIDTH}" height="{total}" '
+                          f'viewBox="0 0 {export.WIDTH} {total}">')  # fmt: skip
+    assert "<rect/>" in out and out.endswith("</text></svg>")
+    assert "SmolLM2 · “&lt;b&gt;bold&lt;/b&gt; &amp; co”</text>" in out and f'y="{export.HEIGHT + 21}"' in out
+
+
+def test_the_caption_goes_on_a_strip_under_a_png_and_the_picture_is_kept() -> None:
+    picture = Image.new("RGB", (40, 20), "red")
+    data = io.BytesIO()
+    picture.save(data, format="PNG")
+    out = Image.open(io.BytesIO(export.with_caption(data.getvalue(), "png", "a caption")))
+    assert out.size == (40, 20 + export.CAPTION_PX * export.PNG_SCALE)
+    assert out.getpixel((5, 5)) == (255, 0, 0) and out.getpixel((39, 20 + 2)) == (255, 255, 255)
+    strip = np.asarray(out)[20:]
+    assert (strip < 200).any()  # the caption's ink
+
+
+def test_the_caption_line_names_the_model_the_text_and_what_the_figure_shows() -> None:
+    fig = go.Figure().update_layout(title={"text": "Layer 18, head 8<br><span>sink</span>"})
+    assert export.plain_title(fig) == "Layer 18, head 8 sink"
+    line = export.caption_line("SmolLM2-135M-Instruct", "one two three four five six seven eight nine", "sink")
+    assert line == "SmolLM2-135M-Instruct · “one two three four five six seven eight…” · sink"
+    assert export.caption_line("m", "   ", "sink") == "m · sink"
+    long = export.caption_line("m" * 100, "word", "t" * 100)
+    assert len(long) == export.CAPTION_CHARS and long.endswith("t…")
+
+
+def test_an_unknown_format_is_refused_in_words() -> None:
+    try:
+        export.image(go.Figure(), "gif", "x")
+    except export.ExportError as err:
+        assert err.message.text("en").startswith("Unknown image format gif")
+    else:
+        raise AssertionError("gif was accepted")
+
+
+def test_a_slide_shows_the_strongest_sink_and_the_strongest_diagonal() -> None:
+    sink = np.array([[0.1, 0.9], [np.nan, 0.95]])
+    diagonal = np.array([[0.7, 0.0], [0.2, 0.0]])
+    assert slides.example_heads({"sink": sink, "diagonal": diagonal}) == {"sink": (1, 1), "diagonal": (0, 0)}

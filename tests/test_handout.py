@@ -1,0 +1,49 @@
+"""The printable handout, built from a tiny random model's trace (no browser, no real model)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import re
+
+from PIL import Image
+from sinkscope.core.capture import analyze_ids, attention_maps
+from sinkscope.plot import handout, slides
+
+from tests.conftest import tiny_loaded
+from tests.test_app import ROOT
+
+BOARD = (["claim", "verdict"], [["Sinks <b>exist</b>", "reproduces"]], "Of 1 claims: 1 reproduce here.")
+
+
+def build(lang: str, text: str = "a <script>text</script>") -> tuple[str, object]:
+    loaded = tiny_loaded("llama-gqa")
+    ids = list(range(1, 20))
+    trace = analyze_ids(loaded, ids)
+    heads = {kind: ((layer, head), attention_maps(loaded, ids, layer).weights[head])
+             for kind, (layer, head) in slides.example_heads(trace.heads).items()}  # fmt: skip
+    definitions = (ROOT / "docs" / f"metrics{'' if lang == 'en' else '.' + lang}.md").read_text(encoding="utf-8")
+    return handout.handout_html(trace, heads, BOARD, definitions, "tiny", text, lang=lang), trace
+
+
+def test_the_handout_holds_the_rate_the_figures_two_heads_the_scoreboard_and_the_definitions() -> None:
+    page, trace = build("fr")
+    assert page.startswith("<!doctype html>") and '<html lang="fr">' in page
+    assert "Les puits d&#x27;attention dans votre texte : un polycopié" in page
+    assert f"(eps 0,3, T = {trace.n_tokens})" in page  # the sink rate, written the French way
+    assert page.count('class="ss-figure') >= 2  # the head map and the kinds, as printable HTML figures
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 2
+    for data in images:
+        picture = Image.open(io.BytesIO(base64.b64decode(data)))
+        assert picture.width == picture.height and picture.width >= 19 * 18  # a cell per token pair, enlarged
+    assert "Sinks &lt;b&gt;exist&lt;/b&gt;" in page and "a &lt;script&gt;text&lt;/script&gt;" in page
+    assert "<script" not in page  # the user's text and the table are data, never markup
+    assert page.count("<table>") >= 2 and "<code>value_sink</code>" in page  # the scoreboard, the definitions
+    assert "@page { size: A4" in page and "break-before: page" in page
+
+
+def test_an_attention_map_prints_dark_where_the_weight_is() -> None:
+    picture = Image.open(io.BytesIO(base64.b64decode(handout.attention_image([[1.0, 0.0], [0.5, 0.5]])[22:])))
+    corners = picture.getpixel((0, 0)), picture.getpixel((picture.width - 1, 0))
+    assert corners == (tuple(handout.DARK), tuple(handout.LIGHT))

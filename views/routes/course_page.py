@@ -1,0 +1,181 @@
+"""Course: ten steps through the pages; each asks a question, then reveals what holds on the learner's own text.
+
+The step and the answers live in the link (``step``, ``answers``), so a teacher shares a step and students go on
+alone; ``present=1`` opens the presenter view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import plotly.graph_objects as go
+import streamlit as st
+from sinkscope import plot
+from sinkscope.core.capture import Trace
+from sinkscope.core.tokens import token_labels
+from sinkscope.course import STEPS, Reveal, Step, answers_param, parse_answers, reveals, step_index
+from sinkscope.experiments import claims, interventions
+
+from views.state import cache, navigation, session, url_state
+from views.text import language, say, t
+from views.widgets import charts, controls, lab_training, lessons, presenter, scoreboard, sink_cost
+
+Shown = tuple[Reveal, go.Figure | None]  # what a step reveals, and its one figure
+
+
+def restore() -> None:
+    """On a session's first visit, the step and the answers a shared link carries."""
+    state, params = st.session_state, st.query_params
+    if "course_answers" in state:
+        return
+    index = step_index(params.get("step"))
+    if "step" in params and index is None:
+        url_state.ignore("step", params["step"])
+    answers, unknown = parse_answers(params.get("answers"))
+    for part in unknown:
+        url_state.ignore("answers", part)
+    state["course_step"], state["course_answers"] = index or 0, answers
+    state.setdefault("present", params.get("present") == "1")
+
+
+def answer(index: int, choice: str) -> None:
+    answers = list(st.session_state["course_answers"])
+    answers[index] = choice
+    st.session_state["course_answers"] = tuple(answers)
+
+
+def go_to(index: int) -> None:
+    st.session_state["course_step"] = index
+
+
+def head_map(request: session.Request, trace: Trace) -> Shown:
+    return reveals.of_map(trace), plot.fig_head_map(trace.heads, "sink", lang=language())
+
+
+def budget(request: session.Request, trace: Trace) -> Shown:
+    shown = reveals.of_budget(trace)
+    layer, head = divmod(int(trace.heads["sink"].argmax()), trace.shape[1])  # the strongest sink head, as said
+    maps = cache.get_layer_maps(request, trace, layer)
+    labels = token_labels(trace.tokens)
+    title = t("explorer.head_title", layer=layer, head=head)
+    return shown, plot.fig_attention(maps.weights[head], labels, labels, title, lang=language())
+
+
+def reads(request: session.Request, trace: Trace) -> Shown:
+    return reveals.of_reads(trace), plot.fig_sink_scatter(trace.heads, lang=language())
+
+
+def massive(request: session.Request, trace: Trace) -> Shown:
+    return reveals.of_massive(trace), plot.fig_magnitudes(trace.layers, lang=language())
+
+
+def break_sink(request: session.Request, trace: Trace) -> Shown:
+    change = interventions.DropFirst(1, tuple(range(trace.shape[0])))
+    intact, removed = (lessons.outcome(request, trace.token_ids, c) for c in (None, change))
+    layers = list(range(trace.shape[0]))
+    series = {t("lesson.intact"): intact.heads["sink"].mean(1).tolist(), say(change.message):
+              removed.heads["sink"].mean(1).tolist()}  # fmt: skip
+    fig = plot.fig_lines(layers, series, t("lesson.sinks_title"), t("fig.layer"), "sink")
+    return reveals.of_break(intact, removed), fig
+
+
+def streaming(request: session.Request, trace: Trace) -> Shown:
+    ppl = scoreboard.streaming_check(request)
+    stream = scoreboard.STREAM
+    fig = plot.fig_ppl_vs_sinks([0, stream["sinks"]], [ppl["window"], ppl["sinks"]], stream["sinks"] + stream["window"],
+                                t("stream.engine_mask"), lang=language())  # fmt: skip
+    return reveals.of_streaming(ppl), fig
+
+
+def kinds(request: session.Request, trace: Trace) -> Shown:
+    return reveals.of_kinds(trace), plot.fig_kind_counts(trace.heads["kind"], lang=language())
+
+
+def cost(request: session.Request, trace: Trace) -> Shown:
+    result = sink_cost.shipped()
+    return reveals.of_cost(result), sink_cost.chart(result)
+
+
+def lab(request: session.Request, trace: Trace) -> Shown:
+    runs = lab_training.shipped_runs("backcopy")
+    toy_sink = next(v for v in claims.from_lab(list(runs.values())) if v.claim == "toy_sink")
+    first = runs.get(("softmax", 0))
+    return reveals.of_lab(toy_sink), lab_training.bos_figure(first) if first is not None else None
+
+
+def scoreboard_step(request: session.Request, trace: Trace) -> Shown:
+    verdicts = scoreboard.measured(request, trace)
+    scoreboard.table(verdicts)
+    return reveals.of_claims(verdicts), None
+
+
+SHOWN: dict[str, Callable[[session.Request, Trace], Shown]] = {
+    "map": head_map, "budget": budget, "reads": reads, "massive": massive, "break": break_sink,
+    "streaming": streaming, "kinds": kinds, "cost": cost, "lab": lab, "claims": scoreboard_step,
+}  # fmt: skip
+
+
+def question(index: int, step: Step) -> str | None:
+    """The question; before it is answered, the choices and Reveal. Returns the answer, once there is one."""
+    st.subheader(t(step.key("question")))
+    chosen = st.session_state["course_answers"][index]
+    if chosen is not None:
+        return chosen
+    label = lambda choice: t(step.key(choice))  # noqa: E731
+    pick = st.radio(t("course.your_answer"), step.choices, index=None, format_func=label, key=f"course_pick_{index}")
+    st.button(t("course.reveal"), type="primary", disabled=pick is None, on_click=answer, args=(index, pick))
+    return None
+
+
+def reveal(step: Step, chosen: str, request: session.Request, trace: Trace) -> None:
+    """The learner's answer against what holds here, the sentences computed from it, and the step's figure (beside
+    them in the presenter view, so question, answer and figure share one screen)."""
+    verdict, figure = st.columns([2, 3]) if presenter.presenting() else (st.container(), st.container())
+    with figure:
+        shown = lessons.attempt(lambda: SHOWN[step.id](request, trace))
+    if shown is None:
+        return
+    found, fig = shown
+    label = lambda choice: t(step.key(choice))  # noqa: E731
+    with verdict:
+        if chosen == found.truth:
+            st.success(t("course.right", answer=label(chosen)))
+        else:
+            st.info(t("course.here", answer=label(chosen), truth=label(found.truth)))
+        for sentence in found.said:
+            st.markdown(say(sentence))
+    if fig is not None:
+        charts.show(presenter.projected(fig), f"course_{step.id}", figure)
+    link = navigation.page_at(step.page)
+    verdict.page_link(link, label=t("course.open_page"), icon="↗", query_params=url_state.view_params())
+
+
+def step_buttons(index: int) -> None:
+    back, ahead = st.columns(2)
+    back.button(t("course.previous"), disabled=index == 0, on_click=go_to, args=(index - 1,), key="course_back")
+    if index + 1 < len(STEPS):
+        ahead.button(t("course.next"), type="primary", on_click=go_to, args=(index + 1,), key="course_next")
+    else:
+        ahead.markdown(t("course.finished"))
+
+
+def page() -> None:
+    """Course: the current step, its question, and once answered its result on the sidebar's text."""
+    restore()
+    request = controls.sidebar()
+    if st.session_state.get("present"):
+        presenter.apply()
+    index = st.session_state["course_step"]
+    step = STEPS[index]
+    title, toggle = st.columns([2, 1], vertical_alignment="center")
+    title.title(t("course.title"))
+    toggle.toggle(t("course.presenter"), key="present")
+    st.progress((index + 1) / len(STEPS), text=t("course.step_of", step=index + 1, steps=len(STEPS),
+                                                  title=t(step.key("title"))))  # fmt: skip
+    analysis = cache.current_analysis(request)
+    chosen = question(index, step)
+    if chosen is not None and analysis is not None:
+        reveal(step, chosen, analysis.request, analysis.trace)
+    step_buttons(index)
+    course = {"step": str(index + 1), "answers": answers_param(st.session_state["course_answers"])}
+    url_state.sync_url(course | ({"present": "1"} if st.session_state.get("present") else {}))

@@ -1,0 +1,42 @@
+"""Handout: one printable page for the sidebar's text, in the viewer's language, to download and print."""
+
+from __future__ import annotations
+
+import streamlit as st
+import streamlit.components.v1 as components
+from sinkscope.core.capture import Trace
+from sinkscope.plot import handout, slides
+
+from views.state import cache, session, url_state
+from views.text import language, t
+from views.widgets import charts, controls, lessons, scoreboard
+
+PRINTED = ("claim", "verdict", "yours", "evidence")  # the scoreboard's columns that fit a printed page
+PREVIEW_HEIGHT = 900
+
+
+def document(request: session.Request, trace: Trace) -> str:
+    """The handout's HTML: the figures of this text, two example heads, the scoreboard and the definitions."""
+    heads = {kind: ((layer, head), cache.get_layer_maps(request, trace, layer).weights[head])
+             for kind, (layer, head) in slides.example_heads(trace.heads).items()}  # fmt: skip
+    verdicts = scoreboard.measured(request, trace)
+    rows = [[scoreboard.cells(v)[name] for name in PRINTED] for v in verdicts]
+    board = ([t(scoreboard.COLUMNS[name]) for name in PRINTED], rows, scoreboard.summary(verdicts).strip("*"))
+    definitions = session.definitions_file(language()).read_text(encoding="utf-8")
+    model = charts.model_name(request.model)
+    return handout.handout_html(trace, heads, board, definitions, model, request.text, lang=language())
+
+
+def page() -> None:
+    """The handout of the sidebar's text: a download, and a preview of what prints."""
+    st.title(t("handout.title"))
+    st.markdown(t("handout.intro"))
+    analysis = cache.current_analysis(controls.sidebar())
+    if analysis is not None:
+        made = lessons.attempt(lambda: document(analysis.request, analysis.trace))
+        if made is not None:
+            st.download_button(t("handout.download"), made, "sinkscope-handout.html", "text/html", type="primary",
+                               on_click="ignore", icon=":material/print:")  # fmt: skip
+            st.caption(t("handout.preview"))
+            components.html(made, height=PREVIEW_HEIGHT, scrolling=True)
+    url_state.sync_url()

@@ -1,0 +1,45 @@
+"""Every Plotly figure on a page: in the viewer's language, with a PNG and an SVG of it for slides.
+
+The images are made only when their button is clicked (Plotly's static export drives Chromium: seconds, not
+worth spending on every rerun); each carries a caption line naming the model, the text and what it shows.
+"""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+import streamlit as st
+from sinkscope.core.bundled import BUNDLED
+from sinkscope.plot import export
+
+from views.text import local_figure, t
+
+MIME = {"png": "image/png", "svg": "image/svg+xml"}
+
+
+def model_name(spec: str) -> str:
+    return BUNDLED[spec].label if spec in BUNDLED else spec
+
+
+def caption(fig: go.Figure) -> str:
+    """The caption line of ``fig``: the model, the sidebar's text and the figure's title."""
+    request = st.session_state.get("last_request")
+    model = model_name(request.model) if request is not None else ""
+    return export.caption_line(model, request.text if request is not None else "", export.plain_title(fig))
+
+
+def downloads(fig: go.Figure, key: str, where: object = st) -> None:
+    """A small menu under a figure: its PNG and its SVG, made when clicked."""
+    with where.popover(t("export.figure"), icon=":material/download:"):
+        if not export.available():
+            st.caption(t("export.no_browser"))
+            return
+        shown, line = local_figure(fig), caption(fig)
+        for fmt in export.FORMATS:
+            made = lambda fmt=fmt: export.image(shown, fmt, line)  # noqa: E731
+            st.download_button(fmt.upper(), made, f"{key}.{fmt}", MIME[fmt], key=f"{key}_{fmt}", on_click="ignore")
+
+
+def show(fig: go.Figure, key: str, where: object = st) -> None:
+    """``fig`` in ``where`` (the page, a column), in the viewer's language, with its downloads."""
+    where.plotly_chart(local_figure(fig), key=key)
+    downloads(fig, key, where)
