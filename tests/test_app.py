@@ -279,6 +279,9 @@ def test_hosted_mode_offers_only_the_bundled_models_and_a_lower_limit(deployment
     assert all("Other" not in option for option in options)
     assert any("limit 512" in c.value for c in app.sidebar.caption)
     assert app.sidebar.text_area(key="text").max_chars == 200 * 1024  # a paste is held to the upload limit
+    uploader = app.sidebar.get("file_uploader")[0].proto
+    assert "200 KB" in uploader.label and uploader.max_upload_size_mb == 1  # not the server's 5 MB
+    assert any("stFileUploaderDropzoneInstructions" in h.proto.body for h in app.get("html"))  # its MB line hidden
     assert st.get_option("client.showErrorDetails") == "none"  # a public server shows no tracebacks
     app.sidebar.text_area(key="text").set_value("The keeper counts ships. " * 20_000).run()  # past the box, by URL
     assert not app.exception

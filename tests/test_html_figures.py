@@ -68,3 +68,14 @@ def test_the_kind_bars_count_each_layers_heads() -> None:
 @pytest.mark.parametrize(("most", "ticks", "step"), [(4, 5, 1), (9, 5, 2), (16, 5, 5), (29, 6, 5), (32, 5, 10)])
 def test_ticks_come_every_1_2_or_5_times_a_power_of_ten(most: int, ticks: int, step: int) -> None:
     assert tick_step(most, ticks) == step
+
+
+def test_a_grid_of_maps_is_drawn_wide_enough_for_a_projector() -> None:
+    """Plotly keeps an image's aspect: the height decides the width. Every head of 30 layers x 9 heads, and the
+    lab's one-head model, are both drawn about 640 px across (they were 230 px and a thin strip)."""
+    for layers, heads in ((30, 9), (1, 1), (2, 4)):
+        fig = plot.fig_thumbnails(np.ones((layers, heads, 64, 64)), "layer", "every head")
+        image_height = fig.layout.height - 90  # the title's and the axes' room
+        drawn_width = image_height * (heads * 66 - 2) / (layers * 66 - 2)
+        assert drawn_width >= 600 or fig.layout.height == 2400, (layers, heads, drawn_width)
+        assert fig.layout.height <= 2400

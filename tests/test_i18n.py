@@ -214,3 +214,16 @@ def test_a_ratio_is_written_from_its_larger_side(lang: str, ratio: float, writte
 def test_the_metric_definitions_are_in_the_viewers_language(lang: str, heading: str, tiny_dir: str) -> None:
     page = " ".join(m.value for m in open_page("metrics", lang, tiny_dir).markdown)
     assert heading in page and "| `value_sink` |" in page
+
+
+def test_the_model_badge_is_written_in_the_viewers_language() -> None:
+    from sinkscope.core.attention import ATTENTION_LABEL
+    from sinkscope.core.bundled import BUNDLED
+    from sinkscope.core.models import ModelInfo
+
+    info = ModelInfo("smollm2-135m", BUNDLED["smollm2-135m"].label, "float32", "cpu", ATTENTION_LABEL, 30, 9, 3, 8192)
+    assert info.badge("en") == ("SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized to float32) · float32 · cpu · "
+                                "attention: sinkscope (chunked eager, float32 softmax)")  # fmt: skip
+    assert info.badge("fr") == ("SmolLM2-135M-Instruct (Q4_1 GGUF, déquantifié en float32) · float32 · cpu · "
+                                "attention : sinkscope (eager par blocs, softmax en float32)")  # fmt: skip
+    assert "desquantizado para float32" in info.badge("pt")

@@ -16,6 +16,8 @@ from views.state.session import EXAMPLES, GPU_DTYPES, LANGUAGE_EXAMPLES, Request
 from views.state.url_state import CUSTOM, URL_TEXT_LIMIT, restore_from_url, show_ignored
 from views.text import language, say, t
 
+UPLOAD_LIMIT_HIDDEN = "<style>[data-testid='stFileUploaderDropzoneInstructions'] {display: none;}</style>"
+
 
 def model_choices(config: Settings) -> dict[str, str]:
     """Selectbox options: the allowed bundled models, plus a free field outside hosted mode. A hosted app offers
@@ -76,8 +78,9 @@ def _text_input(prefix: str = "") -> str:
     if st.session_state.get(prefix + "example") == CUSTOM and text.strip():  # how much of a text a link carries
         st.caption(t("side.not_in_url" if len(text) > URL_TEXT_LIMIT else "side.in_url", limit=URL_TEXT_LIMIT))
     limit_kb = shared().settings.max_upload_bytes // 1024
+    st.html(UPLOAD_LIMIT_HIDDEN)  # Streamlit's own line counts whole megabytes: the label above says the real limit
     st.file_uploader(t("side.upload", kb=limit_kb), type=["txt"], key=prefix + "upload", on_change=_take_upload,
-                     args=(prefix,))  # fmt: skip
+                     args=(prefix,), max_upload_size=max(1, -(-limit_kb // 1024)))  # fmt: skip
     if prefix + "upload_error" in st.session_state:
         st.error(st.session_state[prefix + "upload_error"])
     return text

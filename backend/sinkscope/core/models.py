@@ -26,7 +26,7 @@ from transformers.models.auto.modeling_auto import (
 )
 
 from sinkscope.core import attention
-from sinkscope.core.bundled import BUNDLED, cache_root
+from sinkscope.core.bundled import BUNDLED, DEQUANTIZED, cache_root
 from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.families import check_supported, family_of, supported_names
 from sinkscope.core.i18n import Text
@@ -58,7 +58,11 @@ class ModelInfo:
     family: str = "Llama"  # sinkscope.core.families: the adapter this model is measured with
 
     def badge(self, lang: str = "en") -> str:
-        return Text(lang)("badge", label=self.label, dtype=self.dtype, device=self.device, attention=self.attention)
+        """The model's one-line description in ``lang``: the label's and the attention's own words translated."""
+        tr = Text(lang)
+        label = self.label.replace(DEQUANTIZED, tr("badge.dequantized"))
+        kernel = tr("badge.attention") if self.attention == attention.ATTENTION_LABEL else self.attention
+        return tr("badge", label=label, dtype=self.dtype, device=self.device, attention=kernel)
 
 
 @dataclass(frozen=True)

@@ -244,10 +244,21 @@ def fig_thumbnails(thumbs: np.ndarray, row_name: str, title: str, lang: str = "e
             "tickvals": np.arange(n_rows) * step_y + h / 2,
             "ticktext": list(range(first_row, first_row + n_rows)),
         },
-        height=min(2400, max(300, n_rows * 40 + 120)),
+        height=thumbnails_height(image.shape),
         margin={"l": 60, "r": 20, "t": 50, "b": 40},
     )
     return fig
+
+
+GRID_WIDTH = 640  # pixels a grid of maps is drawn across: readable on a projector, a whole layer in one screen
+GRID_ROOM = 90  # the title's and the axes' pixels around the image
+
+
+def thumbnails_height(shape: tuple[int, int]) -> int:
+    """A figure height that draws an image of ``shape`` (rows, cols) about GRID_WIDTH wide: Plotly keeps an
+    image's aspect, so a fixed height left a tall grid 230 px wide and one small map a thin strip."""
+    rows, cols = shape
+    return int(np.clip(round(GRID_WIDTH * rows / cols) + GRID_ROOM, 320, 2400))
 
 
 def png_data_url(image: np.ndarray) -> str:
