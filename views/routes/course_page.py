@@ -7,6 +7,7 @@ alone; ``present=1`` opens the presenter view.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
 import plotly.graph_objects as go
 import streamlit as st
@@ -15,6 +16,7 @@ from sinkscope.core.capture import Trace
 from sinkscope.core.tokens import token_labels
 from sinkscope.course import STEPS, Reveal, Step, answers_param, parse_answers, reveals, step_index
 from sinkscope.experiments import claims, interventions
+from sinkscope.plot import slides
 
 from views.state import cache, navigation, session, url_state
 from views.text import language, say, t
@@ -54,7 +56,7 @@ def head_map(request: session.Request, trace: Trace) -> Shown:
 
 def budget(request: session.Request, trace: Trace) -> Shown:
     shown = reveals.of_budget(trace)
-    layer, head = divmod(int(trace.heads["sink"].argmax()), trace.shape[1])  # the strongest sink head, as said
+    layer, head = slides.strongest(trace.heads, "sink")  # the head the sentence names
     maps = cache.get_layer_maps(request, trace, layer)
     labels = token_labels(trace.tokens)
     title = t("explorer.head_title", layer=layer, head=head)
@@ -115,13 +117,17 @@ SHOWN: dict[str, Callable[[session.Request, Trace], Shown]] = {
 }  # fmt: skip
 
 
+def choice_label(step: Step, choice: str) -> str:
+    return t(step.key(choice))
+
+
 def question(index: int, step: Step) -> str | None:
     """The question; before it is answered, the choices and Reveal. Returns the answer, once there is one."""
     st.subheader(t(step.key("question")))
     chosen = st.session_state["course_answers"][index]
     if chosen is not None:
         return chosen
-    label = lambda choice: t(step.key(choice))  # noqa: E731
+    label = partial(choice_label, step)
     pick = st.radio(t("course.your_answer"), step.choices, index=None, format_func=label, key=f"course_pick_{index}")
     st.button(t("course.reveal"), type="primary", disabled=pick is None, on_click=answer, args=(index, pick))
     return None
@@ -136,7 +142,7 @@ def reveal(step: Step, chosen: str, request: session.Request, trace: Trace) -> N
     if shown is None:
         return
     found, fig = shown
-    label = lambda choice: t(step.key(choice))  # noqa: E731
+    label = partial(choice_label, step)
     with verdict:
         if chosen == found.truth:
             st.success(t("course.right", answer=label(chosen)))

@@ -17,6 +17,7 @@ from sinkscope.course.steps import Reveal
 from sinkscope.experiments import cost
 from sinkscope.experiments.claims import STATUSES, Verdict
 from sinkscope.experiments.interventions import Outcome
+from sinkscope.plot.slides import strongest
 
 KIND_CHOICE = {Kind.SINK: "first", Kind.PREVIOUS_TOKEN: "previous", Kind.DIAGONAL: "itself", Kind.MIXED: "spread"}
 SAME_RATIO = 1.25  # two numbers within 25% of each other count as "about the same"
@@ -50,14 +51,13 @@ def of_map(trace: Trace) -> Reveal:
 
 def of_budget(trace: Trace) -> Reveal:
     """A softmax row spends one unit; a learned sink logit (gpt-oss) keeps some of it off the real keys."""
-    sink = trace.heads["sink"]
-    layer, head = (int(i) for i in np.unravel_index(np.nanargmax(sink), sink.shape))
-    weight = round(100 * float(sink[layer, head]), 1)
-    strongest = Message.of("course.budget.said", layer=layer, head=head, weight=weight, token=trace.tokens[0])
+    layer, head = strongest(trace.heads, "sink")
+    weight = round(100 * float(trace.heads["sink"][layer, head]), 1)
+    names = Message.of("course.budget.said", layer=layer, head=head, weight=weight, token=trace.tokens[0])
     learned = float(np.nanmean(trace.heads["learned_sink"]))
     if trace.learned_sinks and learned > LEARNED_MASS:
-        return Reveal("less", (Message.of("course.budget.learned", mass=round(100 * learned, 1)), strongest))
-    return Reveal("one", (Message.of("course.budget.rows_one"), strongest))
+        return Reveal("less", (Message.of("course.budget.learned", mass=round(100 * learned, 1)), names))
+    return Reveal("one", (Message.of("course.budget.rows_one"), names))
 
 
 def of_reads(trace: Trace) -> Reveal:
