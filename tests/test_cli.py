@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from sinkscope import lab
-from sinkscope.cli import main
+from sinkscope.cli import figure_command, main, parser
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -220,9 +220,9 @@ def test_figure_writes_a_texts_slides_with_their_captions_in_the_language_asked(
     sink = (tmp_path / "sink_head.svg").read_text(encoding="utf-8")
     assert "SmolLM2-135M-Instruct" in sink and "“Le gardien du phare montait l&#x27;escalier.”" in sink
     assert "Couche 18, tête 8 : le puits le plus fort" in sink  # the example head, titled in French
-    only_svg = tmp_path / "svg"
-    assert process("figure", "--text", "Hello there.", "--out", str(only_svg), "--svg").returncode == 0
-    assert sorted(p.suffix for p in only_svg.iterdir()) == [".svg"] * 5
+    asked = {flags: figure_command.formats(parser().parse_args(["figure", "--text", "x", "--out", "o", *flags]))
+             for flags in ((), ("--png",), ("--svg",), ("--png", "--svg"))}  # fmt: skip
+    assert list(asked.values()) == [("png", "svg"), ("png",), ("svg",), ("png", "svg")]
 
 
 def test_figure_without_chromium_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -10,6 +10,13 @@ from sinkscope.cli.arguments import UsageError, ids_of, load, model_options, tex
 from sinkscope.core.i18n import LANGUAGES
 
 
+def formats(args: argparse.Namespace) -> tuple[str, ...]:
+    """The formats asked for (--png, --svg); both when neither is."""
+    from sinkscope.plot.export import FORMATS
+
+    return tuple(fmt for fmt in FORMATS if getattr(args, fmt)) or FORMATS
+
+
 def run(args: argparse.Namespace) -> None:
     from sinkscope.core.capture import analyze_ids, attention_maps
     from sinkscope.plot import export, slides
@@ -23,8 +30,7 @@ def run(args: argparse.Namespace) -> None:
             for kind, (layer, head) in slides.example_heads(trace.heads).items()}  # fmt: skip
     shown = slides.figures(trace, maps, lang=args.lang)
     captions = export.captions(shown, loaded.info.label, the_text(args))
-    formats = tuple(fmt for fmt in export.FORMATS if getattr(args, fmt)) or export.FORMATS
-    for path in export.write_all(shown, captions, Path(args.out), formats):
+    for path in export.write_all(shown, captions, Path(args.out), formats(args)):
         print(path)
 
 
