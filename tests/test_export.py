@@ -35,8 +35,8 @@ def test_the_caption_goes_on_a_strip_under_a_png_and_the_picture_is_kept() -> No
 
 
 def test_the_caption_line_names_the_model_the_text_and_what_the_figure_shows() -> None:
-    fig = go.Figure().update_layout(title={"text": "Layer 18, head 8<br><span>sink</span>"})
-    assert export.plain_title(fig) == "Layer 18, head 8 sink"
+    fig = go.Figure().update_layout(title={"text": "Layer 18, head 8<br><span>sink &lt;s&gt;</span>"})
+    assert export.plain_title(fig) == "Layer 18, head 8 sink <s>"  # the SVG caption escapes it once
     line = export.caption_line("SmolLM2-135M-Instruct", "one two three four five six seven eight nine", "sink")
     assert line == "SmolLM2-135M-Instruct · “one two three four five six seven eight…” · sink"
     assert export.caption_line("m", "   ", "sink") == "m · sink"

@@ -43,9 +43,8 @@ def first_words(text: str, words: int = FIRST_WORDS) -> str:
 
 
 def plain_title(fig: go.Figure) -> str:
-    """The figure's title without its markup (line breaks become spaces)."""
-    title = fig.layout.title.text or ""
-    return re.sub(r"<[^>]+>", " ", title).replace("  ", " ").strip()
+    """The figure's title as plain text: no markup (line breaks become spaces), entities read back (``&lt;``)."""
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", " ", fig.layout.title.text or "")).split())
 
 
 def caption_line(model: str, text: str, shows: str) -> str:
