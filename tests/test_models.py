@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -226,7 +228,26 @@ def test_a_first_start_that_fails_leaves_no_staging_folder(tmp_path: Path, monke
     with pytest.raises(ModelLoadError) as failed:
         sinkscope_models.dequantized_dir("smollm2-135m")
     assert "No space left on device" in failed.value.message.text("en")
-    assert list((tmp_path / "dequantized").iterdir()) == []
+    assert [p.name for p in (tmp_path / "dequantized").iterdir() if p.is_dir()] == []  # the lock file may stay
+
+
+def test_concurrent_first_starts_dequantize_once_and_share_the_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two servers starting on a fresh machine: the second waits for the first's copy instead of making its own."""
+    monkeypatch.setenv("SINKSCOPE_CACHE", str(tmp_path))
+    made: list[Path] = []
+
+    def slow_dequantize(bundled: object, target: Path) -> None:
+        made.append(target)
+        time.sleep(0.5)  # long enough for the other start to reach the lock
+        target.mkdir()
+        (target / "config.json").write_text("{}")
+
+    monkeypatch.setattr(sinkscope_models, "_dequantize", slow_dequantize)
+    with ThreadPoolExecutor(2) as starts:
+        folders = list(starts.map(sinkscope_models.dequantized_dir, ["smollm2-135m"] * 2))
+    assert len(made) == 1 and folders == made * 2
 
 
 def test_staging_folders_left_by_a_killed_start_are_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -53,7 +53,7 @@ def app_server() -> Iterator[tuple[str, subprocess.Popen]]:
     command = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
     command += ["--server.address", "127.0.0.1"]
     ARTIFACTS.mkdir(exist_ok=True)
-    log = (ARTIFACTS / "streamlit.log").open("w")
+    log = (ARTIFACTS / f"streamlit-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.log").open("w")
     process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
     url = f"http://127.0.0.1:{port}"
     try:
@@ -91,3 +91,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     if report.when == "call" and report.failed and page is not None:
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"{item.name}.png"), full_page=True)
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``pytest -n``, one worker runs every browser test: one server, whose cache each page fills once."""
+    here = Path(__file__).parent
+    for item in items:
+        if item.path.is_relative_to(here):
+            item.add_marker(pytest.mark.xdist_group("browser"))

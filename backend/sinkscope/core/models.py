@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from filelock import FileLock
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING,
@@ -26,7 +27,7 @@ from transformers.models.auto.modeling_auto import (
 )
 
 from sinkscope.core import attention
-from sinkscope.core.bundled import BUNDLED, DEQUANTIZED, cache_root
+from sinkscope.core.bundled import BUNDLED, DEQUANTIZED, BundledModel, cache_root
 from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.families import check_supported, family_of, supported_names
 from sinkscope.core.i18n import Text
@@ -127,25 +128,31 @@ def dequantized_dir(key: str, progress: Progress = log.info) -> Path:
     _remove_orphans(target.parent, f".{bundled.key}-")
     if (target / "config.json").exists():
         return target
-    progress(f"First start: dequantizing {bundled.label} (about 15 s, cached afterwards)…")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(target.parent / f".{bundled.key}.lock"):  # a concurrent first start waits, then reads this copy
+        if not (target / "config.json").exists():
+            progress(f"First start: dequantizing {bundled.label} (about 15 s, cached afterwards)…")
+            _dequantize(bundled, target)
+    return target
+
+
+def _dequantize(bundled: BundledModel, target: Path) -> None:
+    """Write the bundled GGUF's model and tokenizer as float32 safetensors into ``target``, all at once."""
     gguf = bundled.locate_gguf()
     with _gguf_parsed_once():
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     model.hf_quantizer = None  # the weights are plain float32 now; transformers refuses to save "gguf" models
     del model.config.quantization_config
-    target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{bundled.key}-"))
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
-        os.replace(staging, target)  # atomic: a concurrent first start never sees half a folder
+        os.replace(staging, target)  # atomic: a reader without the lock never sees half a folder
     except OSError as err:
-        if not (target / "config.json").exists():  # else another start won the race, and its folder serves
-            raise ModelLoadError("error.cache_unusable", path=str(target.parent), reason=str(err)) from err
+        raise ModelLoadError("error.cache_unusable", path=str(target.parent), reason=str(err)) from err
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 _GGUF_PATCH = threading.Lock()

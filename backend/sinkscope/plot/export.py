@@ -14,8 +14,10 @@ import re
 import shutil
 from pathlib import Path
 
+import kaleido
 import plotly.graph_objects as go
 import plotly.io as pio
+from kaleido.errors import KaleidoError
 from PIL import Image, ImageDraw, ImageFont
 
 from sinkscope.core.errors import ExportError
@@ -110,13 +112,16 @@ def write_all(
     """Each figure written as ``folder/<name>.<fmt>`` for every format, drawn in one Chromium session, with its
     caption under it."""
     folder.mkdir(parents=True, exist_ok=True)
-    jobs = [(fig, folder / f"{name}.{fmt}", fmt) for name, fig in figures.items() for fmt in formats]
-    try:
-        figures_, paths, kinds = zip(*jobs, strict=True)
-        scales = [PNG_SCALE if fmt == "png" else 1 for fmt in kinds]
-        pio.write_images(list(figures_), list(paths), format=list(kinds), width=WIDTH, height=HEIGHT, scale=scales)
-    except (RuntimeError, ValueError, OSError) as err:
+    specs = [
+        {"fig": fig.to_dict(), "path": folder / f"{name}.{fmt}",
+         "opts": {"format": fmt, "width": WIDTH, "height": HEIGHT, "scale": PNG_SCALE if fmt == "png" else 1}}
+        for name, fig in figures.items() for fmt in formats
+    ]  # fmt: skip
+    try:  # Kaleido itself, not plotly's write_images: that one drops a figure's render error and writes no file
+        kaleido.write_fig_from_object_sync(specs, cancel_on_error=True)
+    except (RuntimeError, ValueError, OSError, KaleidoError) as err:
         raise _failed(err) from err
-    for _, path, fmt in jobs:
-        path.write_bytes(with_caption(path.read_bytes(), fmt, captions[path.stem]))
-    return [path for _, path, _ in jobs]
+    for spec in specs:
+        path = spec["path"]
+        path.write_bytes(with_caption(path.read_bytes(), spec["opts"]["format"], captions[path.stem]))
+    return [spec["path"] for spec in specs]
