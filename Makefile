@@ -14,7 +14,7 @@ run: install
 test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS) --dist loadgroup  # one torch thread each: the workers fill the cores
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS)  # one torch thread each: the workers fill the cores
 
 # The contributor's loop (under a minute): lint, and every test that needs no browser and no real model.
 FAST_TESTS := metrics capture families library_inputs census_table claims course export handout html_figures interventions runs \

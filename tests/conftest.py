@@ -68,3 +68,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "smollm2" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.bundled)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under ``pytest -n``: the tests that share a server, a process's cache or a module's Ray share a worker."""
+    from tests.workers import SharedCaches
+
+    return SharedCaches(config, log)

@@ -29,7 +29,6 @@ from sinkscope.core.tokens import cut_windows
 from tests.tiny import corpus
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.xdist_group("ray")  # one local Ray at a time: these tests run on one worker, in order
 LENGTHS = [16, 32]
 ONE = Cluster(workers=1)  # one actor to start per census: the tests check what the driver does
 
