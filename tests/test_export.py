@@ -73,3 +73,21 @@ def test_a_figure_chromium_fails_to_draw_is_told_with_its_reason_not_as_a_missin
     with pytest.raises(export.ExportError) as err:
         export.write_all({"head_map": go.Figure()}, {"head_map": "caption"}, tmp_path, ("png",))
     assert err.value.message.text("en") == "The figure could not be drawn as an image: Error 525: plotly.js: bad figure"
+
+
+def test_kaleido_drawing_before_its_page_is_ready_is_tried_once_more(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seen under load: Kaleido's tab runs the figure before its page has defined ``kaleido_scopes``."""
+    calls = []
+
+    def first_too_early(specs: list[dict], cancel_on_error: bool) -> None:
+        calls.append(len(specs))
+        if len(calls) == 1:
+            raise RuntimeError("ReferenceError: kaleido_scopes is not defined")
+        for spec in specs:
+            spec["path"].write_bytes(SVG.encode())
+
+    monkeypatch.setattr(export.kaleido, "write_fig_from_object_sync", first_too_early)
+    written = export.write_all({"head_map": go.Figure()}, {"head_map": "caption"}, tmp_path, ("svg",))
+    assert calls == [1, 1] and written[0].read_text().endswith("caption</text></svg>")

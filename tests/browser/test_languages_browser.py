@@ -24,7 +24,7 @@ def test_pages_open_in_the_language_of_the_link(page: Page, app_url: str, code: 
         expect(page.get_by_role("heading", name=title_in(code, key), exact=True)).to_be_visible(timeout=LOAD)
         expect(page.get_by_test_id("stException")).to_have_count(0)
     sidebar = page.get_by_test_id("stSidebar")
-    expect(sidebar.get_by_text(title_in(code, "side.language")).first).to_be_visible()
+    expect(sidebar.get_by_text(title_in(code, "side.language")).first).to_be_visible(timeout=LOAD)  # after the title
     expect(sidebar.get_by_role("link", name=title_in(code, "nav.break"))).to_be_visible()
 
 

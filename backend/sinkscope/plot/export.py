@@ -12,7 +12,9 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import kaleido
 import plotly.graph_objects as go
@@ -30,6 +32,9 @@ CAPTION_PX = 32  # the strip under a slide that holds its caption
 CAPTION_CHARS = 170  # what one line of 13 px text holds across a 1280 px slide
 CAPTION_FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # Debian's, beside Chromium; Pillow's otherwise
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
+NOT_READY = "kaleido_scopes is not defined"  # Kaleido's JavaScript error when its page has not loaded yet
+DRAW_ERRORS = (RuntimeError, ValueError, OSError, KaleidoError)  # Chromium missing or failing, a figure refused
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 
@@ -89,6 +94,20 @@ def with_caption(data: bytes, fmt: str, caption: str) -> bytes:
     return out.getvalue()
 
 
+def _drawn(draw: Callable[[], T]) -> T:
+    """``draw()``, once more when Kaleido's page was not ready; an ``ExportError`` when it fails."""
+    try:
+        return draw()
+    except DRAW_ERRORS as err:
+        if NOT_READY not in str(err):
+            raise _failed(err) from err
+        log.info("Kaleido's page was not ready; drawing again")  # on a loaded machine it may render too early
+    try:
+        return draw()
+    except DRAW_ERRORS as err:
+        raise _failed(err) from err
+
+
 def _failed(err: Exception) -> ExportError:
     log.warning("Static export failed: %s", err)
     return ExportError("export.failed", error=str(err).splitlines()[0] if str(err) else type(err).__name__)
@@ -99,10 +118,8 @@ def image(fig: go.Figure, fmt: str, caption: str) -> bytes:
     Chromium cannot draw it."""
     if fmt not in FORMATS:
         raise ExportError("export.unknown_format", fmt=fmt, formats=", ".join(FORMATS))
-    try:
-        drawn = pio.to_image(fig, format=fmt, width=WIDTH, height=HEIGHT, scale=PNG_SCALE if fmt == "png" else 1)
-    except (RuntimeError, ValueError, OSError) as err:
-        raise _failed(err) from err
+    scale = PNG_SCALE if fmt == "png" else 1
+    drawn = _drawn(lambda: pio.to_image(fig, format=fmt, width=WIDTH, height=HEIGHT, scale=scale))
     return with_caption(drawn, fmt, caption)
 
 
@@ -117,10 +134,8 @@ def write_all(
          "opts": {"format": fmt, "width": WIDTH, "height": HEIGHT, "scale": PNG_SCALE if fmt == "png" else 1}}
         for name, fig in figures.items() for fmt in formats
     ]  # fmt: skip
-    try:  # Kaleido itself, not plotly's write_images: that one drops a figure's render error and writes no file
-        kaleido.write_fig_from_object_sync(specs, cancel_on_error=True)
-    except (RuntimeError, ValueError, OSError, KaleidoError) as err:
-        raise _failed(err) from err
+    # Kaleido itself, not plotly's write_images: that one drops a figure's render error and writes no file
+    _drawn(lambda: kaleido.write_fig_from_object_sync(specs, cancel_on_error=True))
     for spec in specs:
         path = spec["path"]
         path.write_bytes(with_caption(path.read_bytes(), spec["opts"]["format"], captions[path.stem]))
