@@ -94,6 +94,11 @@ def with_caption(data: bytes, fmt: str, caption: str) -> bytes:
     return out.getvalue()
 
 
+def _scale(fmt: str) -> int:
+    """PNG at twice the slide's pixels; SVG is drawn at its size."""
+    return PNG_SCALE if fmt == "png" else 1
+
+
 def _drawn(draw: Callable[[], T]) -> T:
     """``draw()``, once more when Kaleido's page was not ready; an ``ExportError`` when it fails."""
     try:
@@ -118,8 +123,7 @@ def image(fig: go.Figure, fmt: str, caption: str) -> bytes:
     Chromium cannot draw it."""
     if fmt not in FORMATS:
         raise ExportError("export.unknown_format", fmt=fmt, formats=", ".join(FORMATS))
-    scale = PNG_SCALE if fmt == "png" else 1
-    drawn = _drawn(lambda: pio.to_image(fig, format=fmt, width=WIDTH, height=HEIGHT, scale=scale))
+    drawn = _drawn(lambda: pio.to_image(fig, format=fmt, width=WIDTH, height=HEIGHT, scale=_scale(fmt)))
     return with_caption(drawn, fmt, caption)
 
 
@@ -131,7 +135,7 @@ def write_all(
     folder.mkdir(parents=True, exist_ok=True)
     specs = [
         {"fig": fig.to_dict(), "path": folder / f"{name}.{fmt}",
-         "opts": {"format": fmt, "width": WIDTH, "height": HEIGHT, "scale": PNG_SCALE if fmt == "png" else 1}}
+         "opts": {"format": fmt, "width": WIDTH, "height": HEIGHT, "scale": _scale(fmt)}}
         for name, fig in figures.items() for fmt in formats
     ]  # fmt: skip
     # Kaleido itself, not plotly's write_images: that one drops a figure's render error and writes no file
