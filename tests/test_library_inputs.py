@@ -47,7 +47,7 @@ def test_ids_and_positions_out_of_range_are_input_errors(random_ids: list[int]) 
         analyze_ids(loaded, random_ids)
     with pytest.raises(InputError, match="Position 999 is past the last token"):
         outcome(loaded, random_ids, Perturb(999, 1.0))
-    with pytest.raises(InputError, match="position must be a number from 0 to 8191, not -1"):
+    with pytest.raises(InputError, match="position must be a number from 0 to 8,191, not -1"):
         Perturb(-1, 1.0)
     with pytest.raises(InputError, match="vocabulary"):
         streaming.streaming_nll(loaded, [*random_ids, 500], "dense", 2, 4)
@@ -55,17 +55,17 @@ def test_ids_and_positions_out_of_range_are_input_errors(random_ids: list[int]) 
 
 @pytest.mark.parametrize("size", [float("nan"), float("inf"), -1.0, 1e6])
 def test_a_perturbation_size_must_be_a_finite_distance(size: float) -> None:
-    with pytest.raises(InputError, match="size must be a number from 0 to 1000"):
+    with pytest.raises(InputError, match="size must be a number from 0 to 1,000"):
         Perturb(3, size)
 
 
 @pytest.mark.parametrize(
     ("call", "said"),
     [
-        (lambda: sinkscope.polarize(steps=10**12), "polarize_steps must be a number from 1 to 200000"),
-        (lambda: sinkscope.polarize(dim=100_000_000), "dim must be a number from 2 to 1024"),
-        (lambda: sinkscope.train("backcopy", "softmax", steps=10**9), "task_steps must be a number from 1 to 50000"),
-        (lambda: cost.sweep(dim=100_000_000), "dim must be a number from 2 to 1024"),
+        (lambda: sinkscope.polarize(steps=10**12), "polarize_steps must be a number from 1 to 200,000"),
+        (lambda: sinkscope.polarize(dim=100_000_000), "dim must be a number from 2 to 1,024"),
+        (lambda: sinkscope.train("backcopy", "softmax", steps=10**9), "task_steps must be a number from 1 to 50,000"),
+        (lambda: cost.sweep(dim=100_000_000), "dim must be a number from 2 to 1,024"),
         (lambda: streaming.streaming_nll(tiny_loaded("llama-gqa"), [1, 2, 3], "window", 10**6, 4), "sinks must be"),
     ],
 )  # fmt: skip

@@ -2,22 +2,26 @@
 
 Stateless: the caller names the language. ``Text("fr")("fig.layer")`` looks a stable key up (falling
 back to English) and fills in its values; ``Text("fr").num(0.5)`` writes a number the way the
-language does (a decimal comma in French and Portuguese). The engine itself never picks a language:
-it returns data and ``Message`` keys, and whoever shows them renders them.
+language does (a decimal comma in French and Portuguese). Numbers, percentages and plurals follow CLDR
+(Babel): a count in a sentence picks its word with ``{n:one=head|other=heads}``. The engine itself never
+picks a language: it returns data and ``Message`` keys, and whoever shows them renders them.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
+from babel import Locale
+from babel.numbers import format_decimal, format_percent, get_decimal_symbol, get_group_symbol
+
 LOCALES = Path(__file__).resolve().parent.parent / "locales"
 LANGUAGES = {"en": "English", "fr": "Français", "pt": "Português"}
 DEFAULT = "en"
-SEPARATORS = {"en": (".", ","), "fr": (",", "\u202f"), "pt": (",", ".")}  # (decimal, thousands)
-PERCENT_SPACE = {"en": "", "fr": "\u202f", "pt": "\u00a0"}  # before "%": no break, so "%" never starts a line
+SEPARATORS = {code: (get_decimal_symbol(code), get_group_symbol(code)) for code in LANGUAGES}  # (decimal, thousands)
 KIND_KEYS = {
     "sink": "kind.sink",
     "diagonal": "kind.diagonal",
@@ -79,23 +83,51 @@ class Text:
             return text
         return text.format(**{name: self._shown(value) for name, value in values.items()})
 
+    @property
+    def code(self) -> str:
+        return self.lang if self.lang in LANGUAGES else DEFAULT
+
     def _shown(self, value: object) -> object:
-        """A float with the language's separators, a nested Message in this language, anything else as it is."""
+        """A number in the language's way (a count that can also pick its plural word), a nested Message in this
+        language, anything else as it is."""
+        if isinstance(value, bool):
+            return value
         if isinstance(value, float):
             return self.num(value, "g")
+        if isinstance(value, int):
+            return Count(value, self)
         return value.text(self.lang) if isinstance(value, Message) else value
 
     def num(self, value: float, spec: str = ".3f") -> str:
-        """A number formatted with ``spec`` (``,`` groups thousands), with the language's separators."""
-        decimal, thousands = SEPARATORS.get(self.lang, SEPARATORS[DEFAULT])
-        written = format(value, spec)
-        if written.startswith("-") and not written.strip("-0.,e+%"):
-            written = written[1:]  # a value that rounds to zero has no sign: "-0.00" reads as a bug
+        """``value`` as Python's ``spec`` would round it ("+.2f", ".1f", "g", ".1e"), written by CLDR's rules for
+        the language: its decimal sign and one thousands separator for every number."""
+        tiny = spec.endswith("g") and value != 0 and not 1e-4 <= abs(value) < 1e16  # Python's "g" writes 3e-07
+        if not math.isfinite(value) or spec.endswith("e") or tiny:
+            return self._local_symbols(format(value, spec.replace(",", "")))
+        if spec.endswith("g"):
+            value, pattern = float(f"{value:.6g}"), "#,##0.######"  # Python's six significant digits, no zeros
+        else:
+            places = int(spec.rstrip("f").split(".")[-1] or 0)
+            value, pattern = round(value, places), "#,##0" + ("." + "0" * places if places else "")
+        value = 0.0 if value == 0 else value  # a value that rounds to zero has no sign: "-0.00" reads as a bug
+        written = format_decimal(value, pattern, locale=self.code)
+        return ("+" + written) if spec.startswith("+") and value >= 0 else written
+
+    def _local_symbols(self, written: str) -> str:
+        decimal, thousands = SEPARATORS[self.code]
         return "".join(decimal if c == "." else thousands if c == "," else c for c in written)
 
     def percent(self, value: float, spec: str = ".1f") -> str:
-        """``value`` (already in percent) with the language's separators and its space before "%"."""
-        return self.num(value, spec) + PERCENT_SPACE.get(self.lang, "") + "%"
+        """``value`` (already in percent) as the language writes a percentage (CLDR: "70.4%", "70,4 %")."""
+        if not math.isfinite(value):
+            return self._local_symbols(format(value, "f")) + "%"
+        places = int(spec.rstrip("f").split(".")[-1] or 0)
+        pattern = Locale.parse(self.code).percent_formats[None].pattern
+        return format_percent(round(value, places) / 100, _decimals(pattern, places), locale=self.code)
+
+    def plural(self, count: int, forms: dict[str, str]) -> str:
+        """The word of ``forms`` (CLDR plural categories: one, many, other ...) that goes with ``count``."""
+        return forms.get(Locale.parse(self.code).plural_form(abs(count)), forms["other"])
 
     def times(self, ratio: float) -> str:
         """``ratio`` as "2.5x more" or "2.5x less" in this language (``times``)."""
@@ -104,3 +136,24 @@ class Text:
     def kind(self, kind: object) -> str:
         """A head kind (metrics.md's label) in this language."""
         return self(KIND_KEYS[str(kind)])
+
+
+def _decimals(pattern: str, places: int) -> str:
+    """A CLDR number pattern ("#,##0 %") with ``places`` digits after the decimal sign."""
+    integer_end = pattern.rindex("0") + 1
+    return pattern[:integer_end] + ("." + "0" * places if places else "") + pattern[integer_end:]
+
+
+@dataclass(frozen=True)
+class Count:
+    """An integer in a sentence: ``{n}`` writes it in the language's way; ``{n:one=head|other=heads}`` writes the
+    word of its CLDR plural category instead (so a catalogue says "1 head", "2 heads", "1 cabeça")."""
+
+    value: int
+    text: Text
+
+    def __format__(self, spec: str) -> str:
+        if not spec:
+            return format_decimal(self.value, "#,##0", locale=self.text.code)
+        forms = dict(form.split("=", 1) for form in spec.split("|"))
+        return self.text.plural(self.value, forms)

@@ -1,0 +1,41 @@
+"""What a word in a sentence means, in numbers: each threshold named once, for the course, the pages and the
+scoreboard alike (docs/metrics.md, "Words and their thresholds").
+
+A sentence that says "most", "rises a lot" or "reads nothing" asks one of these functions; none compares a
+number with a literal of its own.
+"""
+
+from __future__ import annotations
+
+MOST = 1 / 2  # "most": more than half
+FEW = 1 / 3  # "few": under a third; between FEW and MOST (both included) is "about half"
+SAME_RATIO = 1.25  # two numbers within 25% of each other are "about the same"
+BARELY, A_LOT = 0.1, 1.0  # nats of loss per token: under BARELY it barely moves, over A_LOT it rises a lot
+LITTLE_WORSE = 1.1  # a perplexity ratio of at least 1.1 is "a little worse"
+EXPLODES = 2.0  # a perplexity at least twice the other "explodes"
+READS = 0.5  # a sink head "reads its sink" when over half its output (value_sink) comes from the first token
+READS_NOTHING = 0.1  # ... and "reads almost nothing" from it when under a tenth does
+HUGE = 100.0  # an activation is "huge" when it is at least 100 times its layer's median |h|
+
+
+def share_word(part: int, whole: int) -> str:
+    """The share of ``whole`` that ``part`` is, in words: "most" (over half), "half" (a third to a half), "few"."""
+    share = part / whole if whole else 0.0
+    return "most" if share > MOST else "half" if share >= FEW else "few"
+
+
+def loss_word(change: float) -> str:
+    """How a change of loss (nats per token) reads: "barely", "some" (a little) or "lot"."""
+    return "barely" if abs(change) < BARELY else "some" if change < A_LOT else "lot"
+
+
+def perplexity_word(ratio: float) -> str:
+    """How one perplexity against another reads: "same", "little" (a little worse) or "explodes"."""
+    return "explodes" if ratio >= EXPLODES else "little" if ratio >= LITTLE_WORSE else "same"
+
+
+def compare(a: float, b: float, larger: str, smaller: str) -> str:
+    """``larger`` when a is clearly above b, ``smaller`` when clearly below, else "same"."""
+    if a > SAME_RATIO * b:
+        return larger
+    return smaller if b > SAME_RATIO * a else "same"
