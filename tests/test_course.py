@@ -60,9 +60,9 @@ def test_the_value_answer_follows_the_ratio() -> None:
     assert reveals.of_reads(trace(["sink", "mixed"], [0.9, 0.1], value_ratio=0.2)).truth == "smaller"
     assert reveals.of_reads(trace(["sink", "mixed"], [0.9, 0.1], value_ratio=3.0)).truth == "larger"
     assert reveals.of_reads(trace(["sink", "mixed"], [0.9, 0.1], value_ratio=1.1)).truth == "same"
-    said = reveals.of_reads(trace(["sink", "mixed"], [0.9, 0.1], value_ratio=0.2)).said[0]
-    assert said.text("en").endswith("5x less (median). Yet 1 of them take over half their output from it: they "
-                                    "put so little weight anywhere else.")  # fmt: skip
+    ratio, counted = reveals.of_reads(trace(["sink", "mixed"], [0.9, 0.1], value_ratio=0.2)).said
+    assert ratio.text("en").endswith("5x less (median).")
+    assert counted.text("en").startswith("Every one of the 1 sink head takes more than 0.5 of its output")
 
 
 def test_the_massive_answer_names_the_token_that_holds_the_largest_activation() -> None:
@@ -104,6 +104,11 @@ def test_the_scoreboard_answer_counts_reproducing_claims() -> None:
     said = Message.of("claims.yours.rate", rate=1.0, n=3)
     verdicts = [Verdict(str(i), status, said) for i, status in enumerate(["reproduces"] * 9 + ["partly"] * 5)]
     found = reveals.of_claims(verdicts)
-    assert found.truth == "half"  # 9 of 14 is not more than two thirds
+    assert found.truth == "most"  # T2: 9 of 14 is more than half, and "most" means more than half
     assert found.said[0].text("en").startswith("**Of 14 claims: 9 reproduce here, 5 partly, 0 differ")
-    assert reveals.of_claims(verdicts[:9] + verdicts[-1:]).truth == "most"
+    assert found.said[1].text("pt") == "9 de 14 se reproduzem: 64%, mais da metade."
+    partly = [Verdict("p", "partly", said)] * 10
+    assert reveals.of_claims(verdicts[:7] + partly[:7]).truth == "half"  # exactly half is not most
+    assert reveals.of_claims(verdicts[:4] + partly).truth == "few"
+    one = reveals.of_claims(verdicts[:1] + partly[:1]).said[0]
+    assert "1 reproduces here" in one.text("en") and "1 se reproduz aqui" in one.text("pt")  # CLDR plurals

@@ -16,7 +16,7 @@ from sinkscope.core.capture import Trace
 from sinkscope.core.tokens import token_labels
 from sinkscope.course import STEPS, Reveal, Step, answers_param, parse_answers, reveals, step_index
 from sinkscope.experiments import claims, interventions
-from sinkscope.plot import slides
+from sinkscope.findings.heads import strongest
 
 from views.state import cache, navigation, session, url_state
 from views.text import language, say, t
@@ -56,7 +56,7 @@ def head_map(request: session.Request, trace: Trace) -> Shown:
 
 def budget(request: session.Request, trace: Trace) -> Shown:
     shown = reveals.of_budget(trace)
-    layer, head = slides.strongest(trace.heads, "sink")  # the head the sentence names
+    layer, head = strongest(trace.heads, "sink")  # the head the sentence names
     maps = cache.get_layer_maps(request, trace, layer)
     labels = token_labels(trace.tokens)
     title = t("explorer.head_title", layer=layer, head=head)

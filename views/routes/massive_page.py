@@ -5,11 +5,11 @@ import pandas as pd
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capture import Trace
-from sinkscope.core.metrics import nan_mean
 from sinkscope.experiments import interventions
+from sinkscope.findings import residual
 
 from views.state import cache, session
-from views.text import language, local_table, num, t
+from views.text import language, local_table, num, say, t
 from views.widgets import charts, head_picker, lessons
 
 MODES = {"zero": "massive.mode_zero", "mean": "massive.mode_mean"}
@@ -19,11 +19,12 @@ def magnitudes(trace: Trace) -> None:
     layers = list(range(len(trace.layers["top1"])))
     charts.show(plot.fig_magnitudes(trace.layers, lang=language()), "ma_top")
     if not trace.massive:
-        st.info(t("massive.none"))
+        st.info(t("massive.none", threshold=residual.threshold()))
         return
-    first = min(layer for layer, *_ in trace.massive)
-    st.caption(t("massive.first_here", first=first, last=len(layers) - 1))
-    st.markdown(sinks_before(trace, first))
+    found = residual.massive(trace.massive, trace.layers)
+    st.caption(t("massive.first_here", first=found.layers[0], last=len(layers) - 1))
+    st.markdown(say(residual.counted(found)))
+    st.markdown(sinks_before(trace, found.layers[0]))
     rows = [
         {t("massive.col_layer"): layer, t("massive.col_token"): f"{token}:{trace.tokens[token]}",
          t("massive.col_channel"): channel, t("massive.col_value"): round(value, 1)}
@@ -33,15 +34,12 @@ def magnitudes(trace: Trace) -> None:
 
 
 def sinks_before(trace: Trace, first: int) -> str:
-    """Whether the sink waits for the massive activations: attention in layer l reads h^l, so layers 0 .. first-1
-    read only states without a flagged activation."""
-    per_layer = nan_mean(trace.heads["sink"], axis=1)  # (layer,)
-    if first == 0:
+    """Whether the sink waits for the massive activations (``findings.residual.sink_before``): attention in layer l
+    reads h^l, so layers 0 .. first-1 read only states without a flagged activation."""
+    found = residual.sink_before(trace.heads, trace.layers, first)
+    if found is None:
         return t("massive.from_the_start")
-    peak = int(np.nanargmax(per_layer[:first]))  # the strongest layer before any flagged activation
-    before, after = float(per_layer[peak]), float(np.nanmean(per_layer[first:]))
-    key = "massive.sinks_before" if before >= 0.5 else "massive.sinks_after"
-    return t(key, last=first - 1, first=first, peak=peak, before=num(before, ".2f"), after=num(after, ".2f"))
+    return say(found.said(float(trace.layers["top1"][found.huge_layer])))
 
 
 def channel_map(trace: Trace) -> None:

@@ -6,9 +6,10 @@ from sinkscope import plot
 from sinkscope.core.capture import Trace
 from sinkscope.core.metrics import value_weighted
 from sinkscope.core.tokens import token_labels
+from sinkscope.findings.heads import sink_reading
 
 from views.state import cache, session
-from views.text import language, num, percent, t
+from views.text import language, num, percent, say, t
 from views.widgets import charts, head_picker, lessons
 
 
@@ -66,8 +67,7 @@ def key_geometry(request: session.Request, trace: Trace) -> dict[str, np.ndarray
 
 
 def paper(trace: Trace, found: dict[str, np.ndarray] | None) -> None:
-    sink_heads = trace.heads["kind"] == "sink"
-    value_ratio = np.nanmedian(trace.heads["value_norm_ratio"][sink_heads]) if sink_heads.any() else float("nan")
+    value_ratio = sink_reading(trace.heads).value_ratio
     key_ratio = np.median(found["first_key_norm"] / found["other_key_norm"]) if found is not None else float("nan")
     norm_ratio = num(np.nanmax(trace.layers["first_norm_ratio"]), ".0f")
     lessons.paper_table(
@@ -82,20 +82,17 @@ def paper(trace: Trace, found: dict[str, np.ndarray] | None) -> None:
 
 
 def reading_sinks(trace: Trace) -> str:
-    """How many sink heads take most of their output from the first token on this text: where the story's
-    "near no-op" holds, and where this model differs."""
-    heads = trace.heads
-    sinks = heads["kind"] == "sink"
-    reading = sinks & (heads["value_sink"] > 0.5)
-    if not sinks.any():
-        return t("reads.no_sink_heads")
-    if not reading.any():
-        return t("reads.none_read", sinks=int(sinks.sum()))
-    layer, head = np.unravel_index(
-        np.where(reading, heads["value_sink"] + heads["sink"], -np.inf).argmax(), trace.shape
-    )
-    return t("reads.some_read", reading=int(reading.sum()), sinks=int(sinks.sum()), layer=int(layer), head=int(head),
-             sink=num(heads["sink"][layer, head]), value_sink=num(heads["value_sink"][layer, head]))  # fmt: skip
+    """How many sink heads read their sink on this text, how many read little or almost nothing (one finding,
+    ``findings.heads.sink_reading``, as course step 3 and the scoreboard state it), and the clearest reader."""
+    found = sink_reading(trace.heads)
+    if not found.sinks:
+        return say(found.said())
+    if found.clearest is None:
+        return "\n\n".join((say(found.said()), t("reads.none_read")))
+    layer, head = found.clearest
+    clearest = t("reads.some_read", layer=layer, head=head, sink=num(trace.heads["sink"][layer, head]),
+                 value_sink=num(trace.heads["value_sink"][layer, head]))  # fmt: skip
+    return "\n\n".join((say(found.said()), clearest))
 
 
 def show(request: session.Request, trace: Trace) -> None:

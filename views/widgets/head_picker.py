@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import streamlit as st
 from sinkscope.core.capture import Trace
+from sinkscope.core.names import KIND_THRESHOLD
 from sinkscope.plot import KIND_COLORS
 
 from views.text import coloured, kind_label, t
@@ -19,9 +20,9 @@ def clamp(key: str, largest: int) -> None:
 
 def reads_little(trace: Trace) -> np.ndarray:
     """(layer, head) scores whose largest is the clearest "attends to the first token but reads little from it"
-    head (sink > 0.5, largest sink - value_sink); without one, the strongest sink."""
+    head (sink above the kind threshold, largest sink - value_sink); without one, the strongest sink."""
     sink, value_sink = trace.heads["sink"], trace.heads["value_sink"]
-    return np.where(sink > 0.5, sink - value_sink, sink - 1)
+    return np.where(sink > KIND_THRESHOLD, sink - value_sink, sink - 1)
 
 
 def pick_head(trace: Trace) -> tuple[int, int]:

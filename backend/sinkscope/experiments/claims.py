@@ -17,6 +17,9 @@ import numpy as np
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message, times
 from sinkscope.experiments.interventions import Outcome, Spread
+from sinkscope.findings import words
+from sinkscope.findings.heads import sink_reading
+from sinkscope.findings.words import READS
 from sinkscope.lab.polarization import PolarizeRun
 from sinkscope.lab.toy import LEARNED, Finding, TrainingRun, findings
 
@@ -105,20 +108,20 @@ def from_trace(trace: Trace, removed: tuple[Outcome, Outcome] | None = None) -> 
 def value_little(trace: Trace, removed: tuple[Outcome, Outcome] | None) -> Verdict:
     """Two claims shown side by side: the sink reads little (its value is small: the verdict) and what removing
     the first key costs the model (the evidence; removing a key that reads nothing can still cost a lot)."""
-    sinks = trace.heads["kind"] == "sink"
-    if not sinks.any():
+    found = sink_reading(trace.heads)
+    if not found.sinks:
         return Verdict("value_little", "not_measured", None, None, _said("claims.why.no_sink_heads"))
-    ratio = float(np.nanmedian(trace.heads["value_norm_ratio"][sinks]))
-    reading = int((trace.heads["value_sink"][sinks] > 0.5).sum())
-    measured = _said("claims.yours.value_ratio", ratio=round(ratio, 2), reading=reading, sinks=int(sinks.sum()))
+    measured = _said("claims.yours.value_ratio", ratio=round(found.value_ratio, 2), reading=found.reading,
+                     sinks=found.sinks, reads=READS)  # fmt: skip
     if removed is None:
         evidence = _said("claims.evidence.value_unrun")
     else:
         intact, dropped = removed
         evidence = _said("claims.evidence.value_removed", nats=round(dropped.loss - intact.loss, 2))
-    holding = int(ratio < 1) + int(ratio < 1 and reading <= sinks.sum() / 2)
+    small = found.value_ratio < 1
+    holding = int(small) + int(small and words.share_word(found.reading, found.sinks) != "most")
     return graded("value_little", holding, 2, measured, evidence,
-                  _said("claims.why.value_little", reading=reading, sinks=int(sinks.sum())))  # fmt: skip
+                  _said("claims.why.value_little", reading=found.reading, sinks=found.sinks, reads=READS))  # fmt: skip
 
 
 LAB_CLAIMS = {  # toy.findings' claim -> (the claim here, the variant it trains, what was measured, why it may differ)

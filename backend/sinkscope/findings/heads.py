@@ -52,6 +52,8 @@ class SinkReading:
         """The counts as one sentence: how many read their sink, how many little, how many almost nothing."""
         if not self.sinks:
             return Message.of("reads.no_sink_heads", threshold=KIND_THRESHOLD)
+        if self.reading == self.sinks:
+            return Message.of("reads.all_read", sinks=self.sinks, reads=READS)
         low, median, high = (round(value, 2) for value in self.others)
         return Message.of("reads.counted", sinks=self.sinks, reading=self.reading, little=self.little,
                           nothing=self.nothing, reads=READS, reads_nothing=READS_NOTHING, low=low, median=median,

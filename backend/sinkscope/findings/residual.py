@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sinkscope.core.metrics import nan_mean
+from sinkscope.core.i18n import Message
+from sinkscope.core.metrics import MASSIVE_ABS, MASSIVE_RATIO, nan_mean
 from sinkscope.findings.words import HUGE, MOST
 
 Flag = tuple[int, int, int, float]  # (layer, token, channel, value)
@@ -46,6 +47,19 @@ def massive(flags: Sequence[Flag], layers: Mapping[str, np.ndarray]) -> Massive 
     )
 
 
+def counted(found: Massive) -> Message:
+    """The flags and the activations they are, in one sentence (a flag per layer, so 17 flags can be one)."""
+    token, channel = found.cells[0]
+    return Message.of("massive.counted", flags=found.flags, layers=len(found.layers), first=found.layers[0],
+                      last=found.layers[-1], cells=len(found.cells), token=token, channel=channel,
+                      on_first=found.on_first)  # fmt: skip
+
+
+def threshold() -> Message:
+    """Sun et al.'s threshold, as the sentences that use it state it."""
+    return Message.of("massive.threshold", size=MASSIVE_ABS, ratio=MASSIVE_RATIO)
+
+
 @dataclass(frozen=True)
 class SinkBefore:
     """The sink in the layers that read only states with no flagged activation (layers 0 .. first - 1)."""
@@ -65,6 +79,15 @@ class SinkBefore:
     @property
     def huge(self) -> bool:
         return self.huge_ratio >= HUGE
+
+    def said(self, top: float) -> Message:
+        """Whether the sink waits for the flagged activations, and how large the states before them already are
+        (``top``: the largest |h| of state ``huge_layer``)."""
+        key = "massive.sinks_before" if self.early else "massive.sinks_after"
+        size = Message.of("massive.huge_before" if self.huge else "massive.small_before", layer=self.huge_layer,
+                          top=round(top), ratio=round(self.huge_ratio), huge=HUGE)  # fmt: skip
+        return Message.of(key, last=self.first - 1, first=self.first, peak=self.peak, before=round(self.before, 2),
+                          after=round(self.after, 2), size=size, threshold=threshold())  # fmt: skip
 
 
 def sink_before(heads: Mapping[str, np.ndarray], layers: Mapping[str, np.ndarray], first: int) -> SinkBefore | None:

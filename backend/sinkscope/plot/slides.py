@@ -8,17 +8,10 @@ import plotly.graph_objects as go
 
 from sinkscope.core.i18n import Text
 from sinkscope.core.tokens import token_labels
+from sinkscope.findings.heads import Head, strongest
 from sinkscope.plot.explore_figures import fig_attention, fig_depth_profile, fig_head_map, fig_kind_counts
 
-Head = tuple[int, int]  # (layer, head)
 TITLES = {"sink": "slides.sink_head", "diagonal": "slides.diagonal_head"}
-
-
-def strongest(heads: dict[str, np.ndarray], metric: str) -> Head:
-    """The head with the largest ``metric`` (sink, diagonal): the one a slide shows as its example."""
-    values = np.nan_to_num(np.asarray(heads[metric], dtype=np.float64), nan=-1.0)
-    layer, head = np.unravel_index(values.argmax(), values.shape)
-    return int(layer), int(head)
 
 
 def example_heads(heads: dict[str, np.ndarray]) -> dict[str, Head]:
