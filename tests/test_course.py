@@ -5,10 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sinkscope.core.capture import Trace
-from sinkscope.core.i18n import LANGUAGES, Message, catalogue
+from sinkscope.core.i18n import LANGUAGES, Message, Text, catalogue
 from sinkscope.course import STEPS, answers_param, parse_answers, reveals, step_index
-from sinkscope.experiments.claims import Verdict
+from sinkscope.experiments import stream_plan
+from sinkscope.experiments.claims import CLAIMS, Verdict
 from sinkscope.experiments.interventions import Outcome
+from sinkscope.experiments.streaming import method_cache
+from sinkscope.plot import fig_stream_check
 
 
 def trace(kinds: list[str], sink: list[float], value_ratio: float = 0.2, massive_token: int = 0) -> Trace:
@@ -112,3 +115,32 @@ def test_the_scoreboard_answer_counts_reproducing_claims() -> None:
     assert reveals.of_claims(verdicts[:4] + partly).truth == "few"
     one = reveals.of_claims(verdicts[:1] + partly[:1]).said[0]
     assert "1 reproduces here" in one.text("en") and "1 se reproduz aqui" in one.text("pt")  # CLDR plurals
+
+
+def test_the_streaming_step_states_the_cache_the_check_holds() -> None:
+    """T1: the question, the sentence and the figure name the sizes the check runs with; the window alone holds
+    the whole cache (sinks + window), as on the streaming page, not the 60 typed into the catalogue before."""
+    sizes = stream_plan.check_values()
+    setup = stream_plan.CHECK
+    assert sum(method_cache("mask-window", setup.sinks, setup.window, setup.tokens)) == sizes["cache"]
+    assert method_cache("mask-sinks", setup.sinks, setup.window, setup.tokens) == (sizes["sinks"], sizes["window"])
+    step = next(step for step in STEPS if step.id == "streaming")
+    for lang in LANGUAGES:
+        question = Text(lang)(step.key("question"), **reveals.question_values(step))
+        said = reveals.of_streaming({"dense": 17.5, "window": 64.4, "sinks": 21.6}).said[0].text(lang)
+        bars = fig_stream_check({"dense": 17.5, "window": 64.4, "sinks": 21.6}, sizes, "mask", lang).data[0].x
+        for text in (question, said, " ".join(bars)):
+            assert str(sizes["cache"]) in text and str(sizes["sinks"]) in text, (lang, text)
+        assert str(sizes["window"]) in question and str(sizes["window"]) in said
+
+
+def test_the_streaming_figure_draws_every_number_the_sentence_cites_on_a_linear_axis_from_zero() -> None:
+    """T12: on a log axis starting near 20, 21.6 looked 15x smaller than 64.4 (3x); dense was not drawn."""
+    fig = fig_stream_check({"dense": 17.5, "window": 64.4, "sinks": 21.6}, stream_plan.check_values(), "mask")
+    assert list(fig.data[0].y) == [17.5, 64.4, 21.6]
+    assert fig.layout.yaxis.type in (None, "linear") and fig.layout.yaxis.range[0] == 0
+
+
+def test_the_claims_question_counts_the_claims_the_scoreboard_checks() -> None:
+    step = next(step for step in STEPS if step.id == "claims")
+    assert f" {len(CLAIMS)} " in Text("en")(step.key("question"), **reveals.question_values(step))

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
-from sinkscope.core.i18n import catalogue
-from sinkscope.course import STEPS
+from sinkscope.core.i18n import Text, catalogue
+from sinkscope.course import STEPS, reveals
 
 from tests.browser.conftest import ARTIFACTS
 from tests.browser.layout import layout_problems, settled
@@ -37,7 +37,8 @@ def test_the_course_walks_its_ten_steps_in_french_and_a_shared_step_reopens_as_l
     page.goto(f"{app_url}/course?lang=fr")
     for number, step in enumerate(STEPS, 1):
         expect(page.get_by_text(step_heading(number))).to_be_visible(timeout=LOAD)
-        expect(page.get_by_text(FR[f"course.{step.id}.question"])).to_be_visible()
+        question = Text("fr")(f"course.{step.id}.question", **reveals.question_values(step))
+        expect(page.get_by_text(question)).to_be_visible()
         reveal = page.get_by_role("button", name="Révéler")
         expect(reveal).to_be_disabled()  # a prediction comes first
         page.get_by_text(FR[f"course.{step.id}.{step.choices[0]}"], exact=True).click()

@@ -15,7 +15,7 @@ from sinkscope import plot
 from sinkscope.core.capture import Trace
 from sinkscope.core.tokens import token_labels
 from sinkscope.course import STEPS, Reveal, Step, answers_param, parse_answers, reveals, step_index
-from sinkscope.experiments import claims, interventions
+from sinkscope.experiments import claims, interventions, stream_plan
 from sinkscope.findings.heads import strongest
 
 from views.state import cache, navigation, session, url_state
@@ -83,9 +83,7 @@ def break_sink(request: session.Request, trace: Trace) -> Shown:
 
 def streaming(request: session.Request, trace: Trace) -> Shown:
     ppl = scoreboard.streaming_check(request)
-    stream = scoreboard.STREAM
-    fig = plot.fig_ppl_vs_sinks([0, stream["sinks"]], [ppl["window"], ppl["sinks"]], stream["sinks"] + stream["window"],
-                                t("stream.engine_mask"), lang=language())  # fmt: skip
+    fig = plot.fig_stream_check(ppl, stream_plan.check_values(), t("stream.engine_mask"), lang=language())
     return reveals.of_streaming(ppl), fig
 
 
@@ -123,7 +121,7 @@ def choice_label(step: Step, choice: str) -> str:
 
 def question(index: int, step: Step) -> str | None:
     """The question; before it is answered, the choices and Reveal. Returns the answer, once there is one."""
-    st.subheader(t(step.key("question")))
+    st.subheader(t(step.key("question"), **reveals.question_values(step)))
     chosen = st.session_state["course_answers"][index]
     if chosen is not None:
         return chosen

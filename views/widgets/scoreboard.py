@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import pandas as pd
 import streamlit as st
 from sinkscope.core.capture import Trace
 from sinkscope.core.names import POLARIZE_VARIANTS
-from sinkscope.experiments import claims, interventions, streaming
+from sinkscope.experiments import claims, interventions, stream_plan, streaming
 
 from views.state import cache, session, url_state
 from views.text import say, t
@@ -34,24 +36,16 @@ COLUMNS = {
 }  # fmt: skip
 STATUS = {"reproduces": "claims.reproduces", "partly": "claims.partly", "differs": "claims.differs",
           "not_measured": "claims.not_measured"}  # fmt: skip
-STREAM = {"tokens": 512, "sinks": 4, "window": 60}  # one-pass mask engines: three forward passes in all
 
 
 def streaming_check(request: session.Request) -> dict[str, float]:
-    """Dense, window and 4 sinks + window perplexity on Python's help text (mask engines: fast, labelled)."""
+    """Dense, window and sinks + window perplexity of ``stream_plan.CHECK``, cached for every session."""
     loaded = cache.get_model(request.model, request.dtype)
     streaming.rotary_of(loaded.model)  # the same check the streaming page makes: a standard RoPE model
-
-    def run() -> dict[str, float]:
-        ids = loaded.tokenizer(streaming.builtin_text(), add_special_tokens=False)["input_ids"][: STREAM["tokens"]]
-        methods = {"dense": "dense", "window": "mask-window", "sinks": "mask-sinks"}
-        nll = {
-            name: streaming.streaming_nll(loaded, ids, m, STREAM["sinks"], STREAM["window"])
-            for name, m in methods.items()
-        }
-        return {name: streaming.perplexity(values) for name, values in nll.items()}
-
-    return lessons.cached(request, "claims_streaming", (), run, t("claims.measuring_streaming"))
+    run = partial(stream_plan.check, loaded)
+    return lessons.cached(
+        request, "claims_streaming", (), run, t("claims.measuring_streaming", **stream_plan.check_values())
+    )
 
 
 def every_layer_pair(request: session.Request, trace: Trace, change: interventions.Intervention) -> tuple:

@@ -13,9 +13,9 @@ import numpy as np
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message, times
 from sinkscope.core.names import DEFAULT_EPS, KIND_THRESHOLD, Kind
-from sinkscope.course.steps import Reveal
-from sinkscope.experiments import cost
-from sinkscope.experiments.claims import STATUSES, Verdict
+from sinkscope.course.steps import Reveal, Step
+from sinkscope.experiments import cost, stream_plan
+from sinkscope.experiments.claims import CLAIMS, STATUSES, Verdict
 from sinkscope.experiments.interventions import Outcome
 from sinkscope.findings import heads as head_findings
 from sinkscope.findings import residual, words
@@ -23,6 +23,11 @@ from sinkscope.findings import residual, words
 KIND_CHOICE = {Kind.SINK: "first", Kind.PREVIOUS_TOKEN: "previous", Kind.DIAGONAL: "itself", Kind.MIXED: "spread"}
 SHARE_SAID = {"most": "course.claims.share_most", "half": "course.claims.share_half", "few": "course.claims.share_few"}
 LEARNED_MASS = 0.01  # a learned sink logit that takes more than 1% of a row on average makes rows sum below one
+
+
+def question_values(step: Step) -> dict[str, int]:
+    """The declared settings a step's question states (the streaming cache, the number of claims), never typed."""
+    return {"streaming": stream_plan.check_values(), "claims": {"total": len(CLAIMS)}}.get(step.id, {})
 
 
 def of_map(trace: Trace) -> Reveal:
@@ -82,8 +87,8 @@ def of_streaming(ppl: Mapping[str, float]) -> Reveal:
     """A window that evicted the first tokens against the same window keeping them (dense for scale)."""
     ratio = ppl["window"] / ppl["sinks"]
     truth = words.perplexity_word(ratio)
-    said = Message.of("course.streaming.said", dense=round(ppl["dense"], 1), window=round(ppl["window"], 1),
-                      sinks=round(ppl["sinks"], 1), ratio=times(ratio))  # fmt: skip
+    said = Message.of("course.streaming.said", dense=round(ppl["dense"], 1), window_ppl=round(ppl["window"], 1),
+                      sinks_ppl=round(ppl["sinks"], 1), ratio=times(ratio), **stream_plan.check_values())  # fmt: skip
     return Reveal(truth, (said,))
 
 

@@ -8,7 +8,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sinkscope.core.models import LoadedModel
-from sinkscope.experiments.streaming import MethodsProgress, method_cache, perplexity, stream_methods, streaming_nll
+from sinkscope.experiments.streaming import (
+    MethodsProgress,
+    builtin_text,
+    method_cache,
+    perplexity,
+    stream_methods,
+    streaming_nll,
+)
 
 ONE_PASS = ("dense", "mask-window", "mask-sinks")  # a single forward pass each: their curves show at once
 REAL_CACHE = ("window", "sinks")  # the rolling cache: both methods stream side by side as one batch
@@ -92,3 +99,22 @@ class StreamResults:
                       perplexity(np.asarray(nll)), self.seconds.get(method))
             for method, nll in self.curves.items()
         ]  # fmt: skip
+
+
+CHECK = StreamSetup(sinks=4, window=60, tokens=512, methods=("dense", "mask-window", "mask-sinks"))  # course, claims
+CHECK_NAMES = {"dense": "dense", "mask-window": "window", "mask-sinks": "sinks"}  # method -> the check's name
+
+
+def check(loaded: LoadedModel, setup: StreamSetup = CHECK) -> dict[str, float]:
+    """{dense, window, sinks: perplexity} on Python's help text, by the one-pass mask engines (fast, labelled as
+    such): the window holds the last ``cache_size`` tokens, sinks hold the first ``sinks`` plus the last ``window``."""
+    ids = loaded.tokenizer(builtin_text(), add_special_tokens=False)["input_ids"][: setup.tokens]
+    return {
+        CHECK_NAMES[method]: perplexity(streaming_nll(loaded, ids, method, setup.sinks, setup.window))
+        for method in setup.methods
+    }
+
+
+def check_values(setup: StreamSetup = CHECK) -> dict[str, int]:
+    """The declared sizes a sentence about the check states: text length, cache, sinks and their recent window."""
+    return {"tokens": setup.tokens, "cache": setup.cache_size, "sinks": setup.sinks, "window": setup.window}
