@@ -163,7 +163,7 @@ def test_the_cost_section_says_what_its_own_numbers_show() -> None:
                          point("random", "sink", 128, None), point("random", "diagonal", 128, 53.0)]}  # fmt: skip
     aligned, random, missing = (m.text("en") for m in cost.explanation(result))
     assert "the sink needs 10x less norm: the sink is the cheaper pattern" in aligned
-    assert "at T = 64 the sink needs 3.5x more norm: here the sink costs more" in random
+    assert "At T = 64 the sink needs 3.5x more norm: here the sink costs more" in random
     assert missing.startswith("No sink was found past T = 64 (none at T = 128")
     result["slopes"]["random/sink"] = 0.1  # the sentence follows the numbers, not a script
     assert "cheaper pattern" in cost.explanation(result)[1].text("en")

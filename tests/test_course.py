@@ -7,7 +7,7 @@ import pytest
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import LANGUAGES, Message, Text, catalogue
 from sinkscope.course import STEPS, answers_param, parse_answers, reveals, step_index
-from sinkscope.experiments import stream_plan
+from sinkscope.experiments import claims, stream_plan
 from sinkscope.experiments.claims import CLAIMS, Verdict
 from sinkscope.experiments.interventions import Outcome
 from sinkscope.experiments.streaming import method_cache
@@ -92,17 +92,6 @@ def test_sinks_against_diagonals_is_counted() -> None:
     assert reveals.of_kinds(trace(["sink", "diagonal"], [0.9, 0.0])).truth == "same"
 
 
-def test_the_cost_answer_reads_the_aligned_slopes() -> None:
-    def sweep(sink: float, diagonal: float) -> dict:
-        points = [{"geometry": g, "pattern": p, "n_tokens": n, "norm": float(n)} for g in ("aligned", "random")
-                  for p in ("sink", "diagonal") for n in (8, 16)]  # fmt: skip
-        slopes = {"aligned/sink": sink, "aligned/diagonal": diagonal, "random/sink": 1.0, "random/diagonal": 1.0}
-        return {"dim": 8, "slopes": slopes, "points": points}
-
-    assert reveals.of_cost(sweep(0.03, 0.49)).truth == "sink"
-    assert reveals.of_cost(sweep(0.9, 0.13)).truth == "diagonal"
-
-
 def test_the_scoreboard_answer_counts_reproducing_claims() -> None:
     said = Message.of("claims.yours.rate", rate=1.0, n=3)
     verdicts = [Verdict(str(i), status, said) for i, status in enumerate(["reproduces"] * 9 + ["partly"] * 5)]
@@ -144,3 +133,33 @@ def test_the_streaming_figure_draws_every_number_the_sentence_cites_on_a_linear_
 def test_the_claims_question_counts_the_claims_the_scoreboard_checks() -> None:
     step = next(step for step in STEPS if step.id == "claims")
     assert f" {len(CLAIMS)} " in Text("en")(step.key("question"), **reveals.question_values(step))
+
+
+def cost_result(aligned: tuple[float, float], random: tuple[float, float]) -> dict[str, object]:
+    """A cost sweep with the given (sink, diagonal) slopes and a norm at T = 8, 32 and 1024 for each pattern."""
+    slopes = {f"{g}/{p}": v for g, pair in (("aligned", aligned), ("random", random))
+              for p, v in zip(("sink", "diagonal"), pair, strict=True)}  # fmt: skip
+    points = [{"geometry": g, "pattern": p, "n_tokens": n, "norm": norm, "worst": 0.9}
+              for g in ("aligned", "random") for p in ("sink", "diagonal")
+              for n, norm in ((8, 3.1), (32, 12.8), (1024, 6.8))]  # fmt: skip
+    return {"slopes": slopes, "points": points, "dim": 32}
+
+
+@pytest.mark.parametrize(
+    ("aligned", "random", "truth", "status"),
+    [((0.03, 0.49), (0.9, 0.13), "depends", "partly"), ((0.03, 0.49), (0.1, 0.5), "sink", "reproduces"),
+     ((0.9, 0.1), (0.8, 0.2), "diagonal", "differs")],
+)  # fmt: skip
+def test_the_cost_step_and_the_scoreboard_read_one_comparison(aligned, random, truth: str, status: str) -> None:
+    """T11: step 8 marked "the sink" right while the scoreboard rated the same claim "partly" (random embeddings
+    make the diagonal cheaper); both now read ``cost.cheaper``, and step 8 answers "it depends"."""
+    result = cost_result(aligned, random)
+    assert reveals.of_cost(result).truth == truth
+    assert claims.from_cost(result).status == status
+
+
+def test_a_flat_sink_norm_is_not_said_to_grow() -> None:
+    """T10: a slope of 0.03 over a norm that rises to 12.8 at T = 32 and falls to 6.8 at T = 1024 is flat."""
+    said = reveals.of_cost(cost_result((0.03, 0.49), (0.9, 0.13))).said[0].text("en")
+    assert "the sink's norm stays about flat (log-log slope 0.03: 3.1 at T = 8, 12.8 at most, at T = 32" in said
+    assert "6.8 at T = 1,024" in said and "sink's norm grows" not in said

@@ -40,7 +40,7 @@ STEPS = (
     Step("break", "break", ("barely", "some", "lot")),
     Step("streaming", "streaming", ("same", "little", "explodes")),
     Step("kinds", "diagonals", ("sink", "diagonal", "same")),
-    Step("cost", "diagonals", ("sink", "diagonal", "same")),
+    Step("cost", "diagonals", ("sink", "diagonal", "same", "depends")),
     Step("lab", "lab", ("yes", "no")),
     Step("claims", "claims", ("most", "half", "few")),
 )

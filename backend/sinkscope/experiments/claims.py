@@ -16,6 +16,7 @@ import numpy as np
 
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message, times
+from sinkscope.experiments import cost
 from sinkscope.experiments.interventions import Outcome, Spread
 from sinkscope.findings import words
 from sinkscope.findings.heads import sink_reading
@@ -174,18 +175,15 @@ def _entropy(run: PolarizeRun) -> Message:
     return _said("claims.yours.entropy", start=round(run.entropy[0], 2), end=round(run.entropy[-1], 2))
 
 
-def from_cost(cost: Mapping[str, object]) -> Verdict:
-    """The sink's norm grows more slowly with T than the diagonal's (a lower slope), with aligned embeddings and
-    with random ones; a slope never found (JSON null) does not count as lower."""
-    found = {name: np.nan if value is None else float(value) for name, value in cost["slopes"].items()}
-    slopes = {
-        geometry: (found[f"{geometry}/sink"], found[f"{geometry}/diagonal"]) for geometry in ("aligned", "random")
-    }
-    lengths = sorted({int(point["n_tokens"]) for point in cost.get("points", [])}) or [0]
-    measured = _said("claims.yours.cost", **{f"{g}_{p}": round(v, 2) for g, pair in slopes.items()
-                                             for p, v in zip(("sink", "diagonal"), pair, strict=True)})  # fmt: skip
+def from_cost(result: Mapping[str, object]) -> Verdict:
+    """The sink's norm grows more slowly with T than the diagonal's (``cost.cheaper``: a slope lower by more than
+    ``words.SAME_RATIO``), with aligned embeddings and with random ones; a slope never found does not count."""
+    found = {name: np.nan if value is None else float(value) for name, value in result["slopes"].items()}
+    lengths = sorted({int(point["n_tokens"]) for point in result.get("points", [])}) or [0]
+    measured = _said("claims.yours.cost", **{f"{name.replace('/', '_')}": round(value, 2)
+                                             for name, value in found.items()})  # fmt: skip
     evidence = _said("claims.evidence.cost", low=lengths[0], high=lengths[-1])
-    cheaper = {geometry: bool(sink < diagonal) for geometry, (sink, diagonal) in slopes.items()}
+    cheaper = {geometry: word == "sink" for geometry, word in cost.cheaper(dict(result)).items()}
     why = _said("claims.why.cost_random" if cheaper["aligned"] else "claims.why.cost_aligned")
     return graded("sink_cheaper", sum(cheaper.values()), 2, measured, evidence, why)
 

@@ -22,10 +22,13 @@ import torch
 from sinkscope.core import ranges
 from sinkscope.core.i18n import Message, times
 from sinkscope.core.names import COST_LENGTHS
+from sinkscope.findings import words
 
 LENGTHS = COST_LENGTHS
 PATTERNS = ("sink", "diagonal")
 GEOMETRIES = ("aligned", "random")
+SAYS_KEYS = {"sink": "cost.says_cheaper", "diagonal": "cost.says_dearer", "same": "cost.says_same"}
+GROWTH_KEYS = {"flat": "cost.flat", "grows": "cost.grows", "falls": "cost.falls"}
 
 
 def embeddings(n_tokens: int, dim: int, geometry: str, seed: int = 0, noise: float = 0.5) -> torch.Tensor:
@@ -135,23 +138,44 @@ def report(dim: int = 32, delta: float = 0.1, seed: int = 0, longest: int = LENG
 GEOMETRY_KEYS = {"aligned": "cost.aligned", "random": "cost.random"}
 
 
-def explanation(result: dict[str, object]) -> list[Message]:
-    """What a report says, one sentence per geometry, computed from its numbers: which pattern grows faster, how
-    far apart the two norms end, and the longest T at which a sink was found at all."""
-    said = []
+def cheaper(result: dict[str, object]) -> dict[str, str]:
+    """Per geometry, the pattern whose norm grows more slowly with T: "sink", "diagonal", or "same" when the two
+    slopes are within ``words.SAME_RATIO`` (or one was never found). The course and the scoreboard both read it."""
+    found = {}
     for geometry in GEOMETRIES:
         sink, diagonal = (result["slopes"][f"{geometry}/{pattern}"] for pattern in PATTERNS)
+        found[geometry] = (
+            "same" if sink is None or diagonal is None else words.compare(diagonal, sink, "sink", "diagonal")
+        )
+    return found
+
+
+def growth(result: dict[str, object], geometry: str, pattern: str) -> Message:
+    """How one pattern's norm follows T, as its slope's word says it, with its first, largest and last norms."""
+    slope = result["slopes"][f"{geometry}/{pattern}"]
+    points = sorted((p["n_tokens"], p["norm"]) for p in result["points"]
+                    if (p["geometry"], p["pattern"]) == (geometry, pattern) and p["norm"] is not None)  # fmt: skip
+    (first, start), (last, end) = points[0], points[-1]
+    peak, top = max(points, key=lambda point: point[1])
+    return Message.of(GROWTH_KEYS[words.growth_word(slope)], slope=round(slope, 2), first=first, start=round(start, 1),
+                      last=last, end=round(end, 1), peak=peak, top=round(top, 1))  # fmt: skip
+
+
+def explanation(result: dict[str, object]) -> list[Message]:
+    """What a report says, one sentence per geometry, computed from its numbers: how each pattern's norm follows
+    T, how far apart the two norms end, and the longest T at which a sink was found at all."""
+    said = []
+    for geometry, word in cheaper(result).items():
         norms = {(p["pattern"], p["n_tokens"]): p["norm"] for p in result["points"] if p["geometry"] == geometry}
         both = [n for (pattern, n), norm in norms.items() if pattern == "sink" and norm is not None
                 and norms.get(("diagonal", n)) is not None]  # fmt: skip
-        if sink is None or diagonal is None or not both:
+        if any(result["slopes"][f"{geometry}/{pattern}"] is None for pattern in PATTERNS) or not both:
             said.append(Message.of("cost.says_unfound", geometry=Message.of(GEOMETRY_KEYS[geometry])))
             continue
         last = max(both)
-        key = "cost.says_cheaper" if sink < diagonal else "cost.says_dearer"
-        said.append(Message.of(key, geometry=Message.of(GEOMETRY_KEYS[geometry]), sink=round(sink, 2),
-                               diagonal=round(diagonal, 2), n=last, ratio=times(norms[("sink", last)] /
-                               norms[("diagonal", last)])))  # fmt: skip
+        said.append(Message.of(SAYS_KEYS[word], geometry=Message.of(GEOMETRY_KEYS[geometry]),
+                               sink=growth(result, geometry, "sink"), diagonal=growth(result, geometry, "diagonal"),
+                               n=last, ratio=times(norms[("sink", last)] / norms[("diagonal", last)])))  # fmt: skip
         missing = sorted(n for (pattern, n), norm in norms.items() if pattern == "sink" and norm is None and n > last)
         if missing:
             said.append(Message.of("cost.says_missing", last=last, first=missing[0], dim=result["dim"]))

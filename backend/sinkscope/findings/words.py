@@ -15,6 +15,7 @@ LITTLE_WORSE = 1.1  # a perplexity ratio of at least 1.1 is "a little worse"
 EXPLODES = 2.0  # a perplexity at least twice the other "explodes"
 READS = 0.5  # a sink head "reads its sink" when over half its output (value_sink) comes from the first token
 READS_NOTHING = 0.1  # ... and "reads almost nothing" from it when under a tenth does
+FLAT_SLOPE = 0.1  # a norm whose log-log slope against T is under 0.1 in size "stays about flat"
 HUGE = 100.0  # an activation is "huge" when it is at least 100 times its layer's median |h|
 
 
@@ -39,3 +40,10 @@ def compare(a: float, b: float, larger: str, smaller: str) -> str:
     if a > SAME_RATIO * b:
         return larger
     return smaller if b > SAME_RATIO * a else "same"
+
+
+def growth_word(slope: float) -> str:
+    """How a norm that follows T with this log-log slope reads: "flat", "grows" or "falls"."""
+    if abs(slope) < FLAT_SLOPE:
+        return "flat"
+    return "grows" if slope > 0 else "falls"
