@@ -102,3 +102,13 @@ def test_numbers_use_one_thousands_separator_per_language() -> None:
     assert [Text(lang).num(24947.36, "g") for lang in LANGUAGES] == ["24,947.4", "24\u202f947,4", "24.947,4"]
     assert [Text(lang)("course.kinds.said", sinks=1200, diagonals=0, heads=2000)[:5] for lang in LANGUAGES] == [
         "1,200", "1\u202f200", "1.200"]  # fmt: skip
+
+
+def test_the_thumbnails_caption_tells_a_diagonal_from_a_previous_token_line_and_counts_both() -> None:
+    """T6: "a dark diagonal is a head that attends to itself" beside dozens of previous-token heads (whose dark
+    line sits just below the diagonal) and one diagonal head; the caption now counts each kind."""
+    kinds = np.array([["sink", "previous_token", "previous_token", "diagonal", "mixed"]], dtype=object)
+    said = heads.kinds_seen(kinds).text("en")
+    assert "a dark line just below the diagonal is a previous-token head" in said
+    assert said.endswith("1 sink head, 1 diagonal head, 2 previous-token heads.")
+    assert "1 cabeça diagonal, 2 cabeças do token anterior." in heads.kinds_seen(kinds).text("pt")

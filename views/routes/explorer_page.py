@@ -10,9 +10,10 @@ from sinkscope.core.capture import Trace
 from sinkscope.core.metrics import shown_metrics, value_scaled, value_weighted, without_first_keys
 from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, LAYER_COLUMNS
 from sinkscope.core.tokens import token_labels
+from sinkscope.findings.heads import kinds_seen
 
 from views.state import cache, navigation, session, url_state
-from views.text import kind_label, language, local_table, num, t
+from views.text import kind_label, language, local_table, num, say, t
 from views.widgets import charts, controls, head_picker
 from views.widgets.html_maps import clicked_head, head_map, kind_counts
 
@@ -142,7 +143,7 @@ def all_heads(request: session.Request, trace: Trace) -> None:
     thumbs = cache.get_thumbnails(request, trace.token_ids)
     title = t("explorer.all_heads_title", layers=thumbs.shape[0], heads=thumbs.shape[1])
     charts.show(plot.fig_thumbnails(thumbs, t("fig.layer"), title, lang=language()), "all_heads")
-    st.caption(t("explorer.all_heads_help"))
+    st.caption(say(kinds_seen(trace.heads["kind"])))
 
 
 TABS = dict(

@@ -36,6 +36,14 @@ def kind_shares(kinds: np.ndarray) -> dict[str, float]:
     return {kind: round(100 * count / kinds.size, 1) for kind, count in kind_counts(kinds).items()}
 
 
+def kinds_seen(kinds: np.ndarray) -> Message:
+    """What the thumbnails show, counted: a dark first column (sink), a dark main diagonal (the token itself) and a
+    dark line just below it (the previous token) look alike at a glance; the kinds tell them apart."""
+    counts = kind_counts(kinds)
+    return Message.of("explorer.all_heads_help", sinks=counts[Kind.SINK], diagonals=counts[Kind.DIAGONAL],
+                      previous=counts[Kind.PREVIOUS_TOKEN], threshold=KIND_THRESHOLD)  # fmt: skip
+
+
 @dataclass(frozen=True)
 class SinkReading:
     """What the sink heads read from the first token: value_sink against READS and READS_NOTHING."""
