@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from sinkscope.core.capture import Trace
@@ -163,3 +165,22 @@ def test_a_flat_sink_norm_is_not_said_to_grow() -> None:
     said = reveals.of_cost(cost_result((0.03, 0.49), (0.9, 0.13))).said[0].text("en")
     assert "the sink's norm stays about flat (log-log slope 0.03: 3.1 at T = 8, 12.8 at most, at T = 32" in said
     assert "6.8 at T = 1,024" in said and "sink's norm grows" not in said
+
+
+SOFTMAX_UNIT = ("course.budget.learned", "course.budget.rows_one")  # "a row sums to 1": the definition, not a measure
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_no_measured_number_is_typed_into_the_course(lang: str) -> None:
+    """Item 2 for the course: every number a step says comes through a placeholder, filled from a finding or a
+    declared setting (the cache, the thresholds, the number of claims); T1's "60" was typed in."""
+    typed = {
+        key: text
+        for key, text in catalogue(lang).items()
+        if key.startswith("course.") and key not in SOFTMAX_UNIT and re.search(r"\d", re.sub(r"\{[^}]*\}", "", text))
+    }
+    assert typed == {}
+    for step in STEPS:  # and every placeholder a question or a choice has is filled
+        values = reveals.question_values(step) | reveals.choice_values(step)
+        for key in step.keys()[1:]:
+            assert "{" not in Text(lang)(key, **values), key

@@ -7,14 +7,13 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
-from sinkscope.core.i18n import Text, catalogue
+from sinkscope.core.i18n import Text
 from sinkscope.course import STEPS, reveals
 
 from tests.browser.conftest import ARTIFACTS
 from tests.browser.layout import layout_problems, settled
 from tests.browser.test_app_browser import LOAD, wait_for_analysis
 
-FR = catalogue("fr")
 SAID = {  # a sentence each step computes from the French example (the default in French: its first token is "Le")
     "map": "premier jeton, Le)",
     "budget": "donne en moyenne",
@@ -41,7 +40,8 @@ def test_the_course_walks_its_ten_steps_in_french_and_a_shared_step_reopens_as_l
         expect(page.get_by_text(question)).to_be_visible()
         reveal = page.get_by_role("button", name="Révéler")
         expect(reveal).to_be_disabled()  # a prediction comes first
-        page.get_by_text(FR[f"course.{step.id}.{step.choices[0]}"], exact=True).click()
+        choice = Text("fr")(f"course.{step.id}.{step.choices[0]}", **reveals.choice_values(step))
+        page.get_by_text(choice, exact=True).click()
         reveal.click()
         verdict = re.compile(r"^(Exact : |Votre prédiction : .+ Sur ce modèle et ce texte : )")
         expect(page.get_by_text(verdict)).to_be_visible(timeout=LOAD)

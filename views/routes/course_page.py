@@ -116,7 +116,7 @@ SHOWN: dict[str, Callable[[session.Request, Trace], Shown]] = {
 
 
 def choice_label(step: Step, choice: str) -> str:
-    return t(step.key(choice))
+    return t(step.key(choice), **reveals.choice_values(step))
 
 
 def question(index: int, step: Step) -> str | None:

@@ -25,6 +25,13 @@ SHARE_SAID = {"most": "course.claims.share_most", "half": "course.claims.share_h
 LEARNED_MASS = 0.01  # a learned sink logit that takes more than 1% of a row on average makes rows sum below one
 
 
+def choice_values(step: Step) -> dict[str, float]:
+    """The thresholds a step's choices state ("under 0.1 nats"), read from ``findings.words``."""
+    return {"break": {"barely": words.BARELY, "lot": words.A_LOT}, "streaming": {"explodes": words.EXPLODES}}.get(
+        step.id, {}
+    )
+
+
 def question_values(step: Step) -> dict[str, int]:
     """The declared settings a step's question states (the streaming cache, the number of claims), never typed."""
     return {"streaming": stream_plan.check_values(), "claims": {"total": len(CLAIMS)}}.get(step.id, {})
