@@ -9,7 +9,7 @@ import pytest
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import LANGUAGES, Message, Text, catalogue
 from sinkscope.course import STEPS, answers_param, parse_answers, reveals, step_index
-from sinkscope.experiments import claims, stream_plan
+from sinkscope.experiments import claims, interventions, stream_plan
 from sinkscope.experiments.claims import CLAIMS, Verdict
 from sinkscope.experiments.interventions import Outcome
 from sinkscope.experiments.streaming import method_cache
@@ -184,3 +184,14 @@ def test_no_measured_number_is_typed_into_the_course(lang: str) -> None:
         values = reveals.question_values(step) | reveals.choice_values(step)
         for key in step.keys()[1:]:
             assert "{" not in Text(lang)(key, **values), key
+
+
+def test_step_five_runs_the_break_pages_default_removal() -> None:
+    """T5: step 5 removed the first key in layers 0-29 (+0.18 nats, "a little") while the break page's default,
+    layers 2-29, cost +1.04 nats ("a lot"); one declared default now serves both, and the question states it."""
+    change = interventions.default_drop(30)
+    assert change.layers == tuple(range(interventions.DROP_FROM, 30)) and change.k == 1
+    assert interventions.default_drop(2).layers == (1,)  # a two-layer model still loses the first key somewhere
+    step = next(step for step in STEPS if step.id == "break")
+    question = Text("en")(step.key("question"), **reveals.question_values(step))
+    assert f"from layer {interventions.DROP_FROM} on (the default of the page “Break the sink”)" in question

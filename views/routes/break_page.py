@@ -24,7 +24,8 @@ def drop_first(trace: Trace) -> interventions.Intervention | None:
     with st.form("br_drop_form"):
         st.markdown(t("break.drop_heading"))
         k = st.number_input("k", 1, 8, 1, key="br_k")
-        layers = lessons.layer_range("br_layers", n_layers, (min(2, n_layers - 1), n_layers - 1))
+        default = interventions.default_drop(n_layers).layers
+        layers = lessons.layer_range("br_layers", n_layers, (default[0], default[-1]))
         if st.form_submit_button(t("break.drop")):
             lessons.remember("br_drop", trace, interventions.DropFirst(int(k), layers))
     return lessons.remembered("br_drop", trace)

@@ -72,7 +72,7 @@ def massive(request: session.Request, trace: Trace) -> Shown:
 
 
 def break_sink(request: session.Request, trace: Trace) -> Shown:
-    change = interventions.DropFirst(1, tuple(range(trace.shape[0])))
+    change = interventions.default_drop(trace.shape[0])  # the break page's default, so both show one number
     intact, removed = (lessons.outcome(request, trace.token_ids, c) for c in (None, change))
     layers = list(range(trace.shape[0]))
     series = {t("lesson.intact"): intact.heads["sink"].mean(1).tolist(), say(change.message):

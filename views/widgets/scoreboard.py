@@ -68,7 +68,7 @@ def measured(request: session.Request, trace: Trace) -> list[claims.Verdict]:
         else None,
         streaming=lessons.attempt(lambda: streaming_check(request)),
         dense=lessons.attempt(lambda: every_layer_pair(request, trace, interventions.ForceHeads(every, "uniform"))),
-        removed=lessons.attempt(lambda: every_layer_pair(request, trace, interventions.DropFirst(1, layers))),
+        removed=lessons.attempt(lambda: every_layer_pair(request, trace, interventions.default_drop(len(layers)))),
     )
     return claims.scoreboard(evidence)
 

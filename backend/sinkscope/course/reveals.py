@@ -16,7 +16,7 @@ from sinkscope.core.names import DEFAULT_EPS, KIND_THRESHOLD, Kind
 from sinkscope.course.steps import Reveal, Step
 from sinkscope.experiments import cost, stream_plan
 from sinkscope.experiments.claims import CLAIMS, STATUSES, Verdict
-from sinkscope.experiments.interventions import Outcome
+from sinkscope.experiments.interventions import DROP_FROM, Outcome
 from sinkscope.findings import heads as head_findings
 from sinkscope.findings import residual, words
 
@@ -32,9 +32,10 @@ def choice_values(step: Step) -> dict[str, float]:
     )
 
 
-def question_values(step: Step) -> dict[str, int]:
+def question_values(step: Step) -> dict[str, object]:
     """The declared settings a step's question states (the streaming cache, the number of claims), never typed."""
-    return {"streaming": stream_plan.check_values(), "claims": {"total": len(CLAIMS)}}.get(step.id, {})
+    return {"streaming": stream_plan.check_values(), "claims": {"total": len(CLAIMS)},
+            "break": {"first": DROP_FROM, "page": Message.of("break.title")}}.get(step.id, {})  # fmt: skip
 
 
 def of_map(trace: Trace) -> Reveal:

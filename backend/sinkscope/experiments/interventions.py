@@ -116,6 +116,14 @@ class DropFirst(Intervention):
             scores[..., rows >= self.k, : self.k] = chunked.MIN_SCORE  # scores: (kv_head, group, rows, keys)
 
 
+DROP_FROM = 2  # the first layer the default removal reaches: the break page, course step 5 and the scoreboard alike
+
+
+def default_drop(n_layers: int) -> DropFirst:
+    """The first key removed from every layer from DROP_FROM on (from layer 0 in a model too shallow for that)."""
+    return DropFirst(1, tuple(range(min(DROP_FROM, n_layers - 1), n_layers)))
+
+
 FORCE_KEYS = {"sink": "iv.force_sink", "diagonal": "iv.force_diagonal", "uniform": "iv.force_uniform"}
 
 
