@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sinkscope.core.i18n import LANGUAGES, Message, Text
+from sinkscope.experiments import claims
+from sinkscope.experiments.interventions import Spread
 from sinkscope.findings import heads, residual, words
 
 
@@ -112,3 +114,18 @@ def test_the_thumbnails_caption_tells_a_diagonal_from_a_previous_token_line_and_
     assert "a dark line just below the diagonal is a previous-token head" in said
     assert said.endswith("1 sink head, 1 diagonal head, 2 previous-token heads.")
     assert "1 cabeça diagonal, 2 cabeças do token anterior." in heads.kinds_seen(kinds).text("pt")
+
+
+def test_one_perturbation_is_placed_against_the_scoreboards_spread() -> None:
+    """T9: the break page's one run said "247.1x more" beside a scoreboard whose median is 2.2x and whose 80%
+    interval ends at 23x: the page now places its run against the same spread the scoreboard reports."""
+    ratios = np.array([[0.2, 0.25, 1.0, 2.2, 2.2, 3.0, 23.0, 30.0]] * 3).T  # (direction, position)
+    spread = Spread((12, 24, 36), ratios)
+    low, high = spread.interval()
+    said = spread.place(247.1).text("en")
+    assert f"the median ratio is {Text('en').times(spread.median())}" in said
+    assert f"{spread.share}% of the ratios lie between {Text('en').times(low)} and {Text('en').times(high)}" in said
+    assert said.endswith("This run, 247.1x more, lies above it: an unusually strong draw.")
+    assert spread.place(2.0).text("en").endswith("lies inside that range.")
+    evidence = claims.from_sensitivity(spread).evidence.text("en")
+    assert f"between {Text('en').times(low)} and {Text('en').times(high)}" in evidence  # the scoreboard's numbers

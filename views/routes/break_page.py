@@ -7,7 +7,7 @@ from sinkscope.core.capture import Trace
 from sinkscope.experiments import interventions
 
 from views.state import cache, session
-from views.text import num, t, times
+from views.text import num, say, t, times
 from views.widgets import head_picker, lessons
 
 REPLACEMENTS = {
@@ -84,13 +84,20 @@ def sensitivity(request: session.Request, trace: Trace) -> dict[int, float] | No
         cells[1].metric(t("break.kl_other", position=position, token=trace.tokens[position]), num(kl[position], ".4f"))
         cells[2].metric(t("break.ratio"), ratio_text(kl))
         st.caption(t("break.kl_help", position=position))
+        spread = lessons.attempt(lambda: lessons.sensitivity_spread(request, trace.token_ids, size))
+        if spread is not None:  # one direction at one position can lie far from the rest: the scoreboard's spread
+            st.markdown(say(spread.place(kl_ratio(kl))))
     return kl
 
 
-def ratio_text(kl: dict[int, float]) -> str:
-    """How much more (or less) the predictions move when the first token is nudged than the other one."""
+def kl_ratio(kl: dict[int, float]) -> float:
+    """How much more the predictions move when the first token is nudged than when the other one is."""
     first, other = kl.values()
-    return times(first / other if other > 0 else math.inf)
+    return first / other if other > 0 else math.inf
+
+
+def ratio_text(kl: dict[int, float]) -> str:
+    return times(kl_ratio(kl))
 
 
 def paper(found: dict[type, str], kl: dict[int, float] | None) -> None:

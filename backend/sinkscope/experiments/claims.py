@@ -196,7 +196,7 @@ def from_sensitivity(spread: Spread | None) -> Verdict:
     low, high = spread.interval()
     median = spread.median()
     measured = _said("claims.yours.kl", ratio=times(median))
-    evidence = _said("claims.evidence.kl", directions=spread.ratios.shape[0],
+    evidence = _said("claims.evidence.kl", directions=spread.ratios.shape[0], share=spread.share,
                      positions=", ".join(map(str, spread.positions)), low=times(low), high=times(high))  # fmt: skip
     return graded("one_token", int(median > 1) + int(low > 1), 2, measured, evidence,
                   _said("claims.why.one_token" if median > 1 else "claims.why.one_token_less"))  # fmt: skip

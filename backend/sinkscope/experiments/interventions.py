@@ -22,7 +22,7 @@ import torch
 from sinkscope.core import attention, chunked, metrics, ranges
 from sinkscope.core.capture import head_metrics, install_residual_hooks, run_forward
 from sinkscope.core.errors import InputError
-from sinkscope.core.i18n import Message
+from sinkscope.core.i18n import Message, times
 from sinkscope.core.models import LoadedModel, require_loaded
 from sinkscope.core.tokens import display_token, encode
 from sinkscope.experiments.streaming import builtin_text
@@ -293,6 +293,9 @@ def sensitivity(
     return result
 
 
+SPREAD = (10, 90)  # the percentiles a spread of ratios is told by: where 80% of them lie
+
+
 @dataclass(frozen=True)
 class Spread:
     """How much more token 0's nudge moves later predictions than another token's, over many nudges."""
@@ -305,8 +308,21 @@ class Spread:
 
     def interval(self) -> tuple[float, float]:
         """The 10th and 90th percentiles: where 80% of the ratios lie."""
-        low, high = np.percentile(self.ratios, [10, 90])
+        low, high = np.percentile(self.ratios, SPREAD)
         return float(low), float(high)
+
+    @property
+    def share(self) -> int:
+        """The percentage of ratios ``interval`` holds."""
+        return SPREAD[1] - SPREAD[0]
+
+    def place(self, ratio: float) -> Message:
+        """Where one run's ratio falls against these: below, inside or above the 80% interval, with the numbers."""
+        low, high = self.interval()
+        where = "break.spread_below" if ratio < low else "break.spread_above" if ratio > high else "break.spread_inside"
+        return Message.of("break.against_spread", directions=self.ratios.shape[0], share=self.share,
+                          positions=", ".join(map(str, self.positions)), median=times(self.median()), low=times(low),
+                          high=times(high), ratio=times(ratio), where=Message.of(where))  # fmt: skip
 
 
 def sensitivity_spread(
