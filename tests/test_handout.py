@@ -47,3 +47,14 @@ def test_an_attention_map_prints_dark_where_the_weight_is() -> None:
     picture = Image.open(io.BytesIO(base64.b64decode(handout.attention_image([[1.0, 0.0], [0.5, 0.5]])[22:])))
     corners = picture.getpixel((0, 0)), picture.getpixel((picture.width - 1, 0))
     assert corners == (tuple(handout.DARK), tuple(handout.LIGHT))
+
+
+def test_the_printed_definitions_are_those_of_what_the_handout_shows_and_the_maps_print_their_colours() -> None:
+    """T14: the handout promised one page and printed eight; it keeps the definitions of the metrics its figures
+    show, and prints the maps' cells (backgrounds, which browsers drop when printing unless told)."""
+    page, _ = build("en")
+    definitions = page[page.index('<div class="definitions">') :]
+    for name in handout.PRINTED_METRICS:
+        assert f"<code>{name}</code></td>" in definitions
+    assert "<code>withheld</code></td>" not in definitions and "<code>top1</code></td>" not in definitions
+    assert "print-color-adjust: exact" in page

@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from sinkscope.core.i18n import Text
 from sinkscope.course import STEPS, reveals
+from sinkscope.plot.handout import PRINTED_PAGES
 
 from tests.browser.conftest import ARTIFACTS
 from tests.browser.layout import layout_problems, settled
@@ -116,3 +117,8 @@ def test_the_handout_downloads_in_the_viewers_language_with_its_parts(page: Page
     assert "Sur 14 affirmations" in handout and handout.count("data:image/png;base64,") == 2
     assert "Couche 18, tête 8 : le puits le plus fort" in handout
     expect(page.frame_locator("iframe").first.get_by_text("Taux de puits", exact=True)).to_be_visible()
+    printed = page.context.new_page()  # T14: "one page to print" printed to 8 A4 pages; it promises two now
+    printed.set_content(handout)
+    pdf = printed.pdf(format="A4", prefer_css_page_size=True)
+    printed.close()
+    assert len(re.findall(rb"/Type\s*/Page[^s]", pdf)) <= PRINTED_PAGES

@@ -30,7 +30,7 @@ def document(request: session.Request, trace: Trace) -> str:
 def page() -> None:
     """The handout of the sidebar's text: a download, and a preview of what prints."""
     st.title(t("handout.title"))
-    st.markdown(t("handout.intro"))
+    st.markdown(t("handout.intro", pages=handout.PRINTED_PAGES))
     analysis = cache.current_analysis(controls.sidebar())
     if analysis is not None:
         made = lessons.attempt(lambda: document(analysis.request, analysis.trace))

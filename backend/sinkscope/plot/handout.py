@@ -1,5 +1,6 @@
 """A printable handout of one text: the sink rate, the head map and kind counts, a sink head and a diagonal head,
-the claims scoreboard and the metric definitions, as one self-contained HTML page (print it, or save it as PDF).
+the claims scoreboard and the metric definitions, as one self-contained HTML page that prints on PRINTED_PAGES A4
+pages (print it, or save it as PDF).
 
 Everything is drawn without a browser at build time: the head map and the kinds are the HTML figures, the two
 heads are PNG images of their attention maps, so the page prints the same anywhere.
@@ -31,10 +32,22 @@ h1 { font-size: 1.6rem; margin-bottom: 0.2rem; } h2 { font-size: 1.2rem; margin-
 table { border-collapse: collapse; font-size: 0.85rem; width: 100%; }
 th, td { border: 1px solid #ccc; padding: 0.3rem 0.4rem; text-align: left; vertical-align: top; }
 .definitions code { font-size: 0.85em; }
-@page { size: A4; margin: 14mm; }
-@media print { body { margin: 0; } .new-page { break-before: page; } figure, tr, .ss-figure { break-inside: avoid; } }
+.overview { display: flex; gap: 1.5rem; align-items: flex-start; } .overview > .ss-head-map { flex: 1 1 60%; }
+@page { size: A4; margin: 12mm; }
+@media print {
+  * { print-color-adjust: exact; -webkit-print-color-adjust: exact; }  /* the maps' cells are backgrounds */
+  body { margin: 0; font-size: 8.5pt; } h1 { font-size: 15pt; margin: 0; } h2 { font-size: 11pt; margin: 3mm 0 1mm; }
+  p { margin: 1mm 0; } .new-page { break-before: page; } figure, tr, .ss-figure { break-inside: avoid; }
+  blockquote { display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical; overflow: hidden; }
+  .ss-head-map .ss-body { grid-template-rows: auto 105mm auto auto auto; }
+  .heads figure { width: 62mm; } table { font-size: 6pt; line-height: 1.2; } th, td { padding: 0.4mm 0.8mm; }
+  .definitions { font-size: 6.5pt; line-height: 1.25; } .definitions ul { margin: 1mm 0; padding-left: 4mm; }
+  .definitions h2 { font-size: 8pt; margin: 2mm 0 1mm; }
+}
 """
-DEFINITION_SECTIONS = 3  # the definitions' notation, per-head and per-layer sections: what the handout's figures use
+PRINTED_PAGES = 2  # what the handout promises: the figures on the first A4 page, scoreboard and definitions on the next
+DEFINITION_SECTIONS = 2  # the definitions' notation and per-head sections: what the handout's figures use
+PRINTED_METRICS = ("sink", "diagonal", "previous_token", "entropy", "value_sink", "kind")  # what its figures show
 
 
 def attention_image(weights: np.ndarray) -> str:
@@ -51,11 +64,14 @@ def attention_image(weights: np.ndarray) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-def definitions_html(markdown: str) -> str:
-    """The definitions file's first sections (its own title dropped), as HTML with its tables."""
+def definitions_html(markdown: str, shown: Sequence[str] = PRINTED_METRICS) -> str:
+    """The definitions file's first sections (its own title dropped), as HTML with its tables; a table keeps the
+    rows of the ``shown`` metrics only (and its header), so the definitions fit their page."""
     sections = markdown.split("\n## ")
     kept = "\n## ".join(sections[: DEFINITION_SECTIONS + 1]).split("\n", 1)[1]
-    return MarkdownIt("commonmark").enable("table").render(kept)
+    names = tuple(f"| `{name}` |" for name in shown)
+    lines = [line for line in kept.splitlines() if not line.startswith("| `") or line.startswith(names)]
+    return MarkdownIt("commonmark").enable("table").render("\n".join(lines))
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
@@ -90,15 +106,15 @@ def handout_html(
 <blockquote>{html.escape(text)}</blockquote>
 <h2>{html.escape(tr("handout.rate_heading"))}</h2>
 <p>{html.escape(tr("handout.rate", rate=round(trace.sink_rate(), 1), n=trace.n_tokens))}</p>
-{head_map_html(trace.heads, "sink", lang=lang)}
-{kind_counts_html(trace.heads["kind"], lang=lang)}
+<div class="overview">{head_map_html(trace.heads, "sink", lang=lang)}
+{kind_counts_html(trace.heads["kind"], lang=lang)}</div>
 <h2>{html.escape(tr("handout.heads_heading"))}</h2>
 <p>{html.escape(tr("handout.heads_note"))}</p>
 <div class="heads">{"".join(figures)}</div>
 <h2 class="new-page">{html.escape(tr("claims.title"))}</h2>
 {_table(rows, header)}
 <p>{html.escape(summary)}</p>
-<h2 class="new-page">{html.escape(tr("definitions.title"))}</h2>
+<h2>{html.escape(tr("definitions.title"))}</h2>
 <div class="definitions">{definitions_html(definitions)}</div>
 </body></html>
 """
