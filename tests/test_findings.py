@@ -3,6 +3,8 @@ read their sink, the massive activations counted as flags and as activations (is
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from sinkscope.core.i18n import LANGUAGES, Message, Text
@@ -129,3 +131,11 @@ def test_one_perturbation_is_placed_against_the_scoreboards_spread() -> None:
     assert spread.place(2.0).text("en").endswith("lies inside that range.")
     evidence = claims.from_sensitivity(spread).evidence.text("en")
     assert f"between {Text('en').times(low)} and {Text('en').times(high)}" in evidence  # the scoreboard's numbers
+
+
+@pytest.mark.parametrize("name", ["metrics.md", "metrics.fr.md", "metrics.pt.md"])
+def test_every_words_threshold_is_defined_in_the_docs(name: str) -> None:
+    """The words' thresholds are named once in findings.words and defined for users in docs/metrics.md."""
+    text = (Path(__file__).resolve().parent.parent / "docs" / name).read_text(encoding="utf-8")
+    constants = [key for key, value in vars(words).items() if key.isupper() and isinstance(value, float)]
+    assert len(constants) >= 10 and [key for key in constants if f"`{key}" not in text] == []
