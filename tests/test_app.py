@@ -253,7 +253,7 @@ def test_editing_an_example_makes_the_text_your_own_and_the_link_carries_it(app:
     app.sidebar.text_area(key="text").set_value(edited).run()
     assert app.sidebar.selectbox(key="example").value == "custom"
     assert url_param(app, "text") == edited and "example" not in app.query_params
-    assert "a link carries up to 1500 characters" in " ".join(c.value for c in app.sidebar.caption)
+    assert "a link carries up to 1,500 characters" in " ".join(c.value for c in app.sidebar.caption)
     app.sidebar.text_area(key="text").set_value("word " * 400).run()
     assert "will not carry it" in " ".join(c.value for c in app.sidebar.caption)
     assert "text" not in app.query_params

@@ -150,7 +150,7 @@ def test_a_parquet_corpus_reads_its_text_column(tiny_dir: str, tmp_path: Path) -
         (lambda tmp: (tmp / "empty").mkdir() or tmp / "empty", [16], None, "no documents to read"),
         (lambda tmp: tmp / "missing", [16], None, "no such file or folder"),
         (lambda tmp: tmp / "docs.csv", [16], None, "a corpus is a folder"),
-        (lambda tmp: tmp / "docs", [8192], None, "over .* limit of 4096"),
+        (lambda tmp: tmp / "docs", [8192], None, "over .* limit of 4,096"),
         (lambda tmp: tmp / "docs", [1], None, "2 tokens or more"),
         (lambda tmp: tmp / "docs", [16], "no-such-model", "no-such-model"),
         (lambda tmp: tmp / "docs", [4000], None, "No window could be cut"),

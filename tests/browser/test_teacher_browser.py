@@ -53,7 +53,7 @@ def test_a_link_keeps_the_tab_and_an_edit_and_says_when_a_text_is_too_long(page:
     box.fill("word " * 400)
     box.press("Control+Enter")
     expect(
-        page.get_by_text(re.compile("longer than 1500 characters, so a copied link will not carry it"))
+        page.get_by_text(re.compile("longer than 1,500 characters, so a copied link will not carry it"))
     ).to_be_visible(timeout=LOAD)
 
 
