@@ -95,7 +95,7 @@ def test_sinks_against_diagonals_is_counted() -> None:
 
 
 def test_the_scoreboard_answer_counts_reproducing_claims() -> None:
-    said = Message.of("claims.yours.rate", rate=1.0, n=3)
+    said = Message.of("claims.yours.rate", rate=1.0, n=3, eps=0.3)
     verdicts = [Verdict(str(i), status, said) for i, status in enumerate(["reproduces"] * 9 + ["partly"] * 5)]
     found = reveals.of_claims(verdicts)
     assert found.truth == "most"  # T2: 9 of 14 is more than half, and "most" means more than half

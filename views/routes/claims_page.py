@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import streamlit as st
+from sinkscope.experiments import claims
 
 from views.state import cache, url_state
-from views.text import t
+from views.text import say, t
 from views.widgets import controls, scoreboard
 
 
@@ -16,5 +17,5 @@ def page() -> None:
     analysis = cache.current_analysis(controls.sidebar())
     if analysis is not None:
         scoreboard.table(scoreboard.measured(analysis.request, analysis.trace))
-        st.caption(t("claims.how"))
+        st.caption(say(claims.how()))
     url_state.sync_url()

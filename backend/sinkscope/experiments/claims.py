@@ -16,19 +16,24 @@ import numpy as np
 
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message, times
+from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.experiments import cost
-from sinkscope.experiments.interventions import Outcome, Spread
+from sinkscope.experiments.interventions import DIRECTIONS, SPREAD, Outcome, Spread
+from sinkscope.experiments.stream_plan import check_values
 from sinkscope.findings import words
 from sinkscope.findings.heads import sink_reading
-from sinkscope.findings.words import READS
+from sinkscope.findings.words import EXPLODES, READS
 from sinkscope.lab.polarization import PolarizeRun
-from sinkscope.lab.toy import LEARNED, Finding, TrainingRun, findings
+from sinkscope.lab.toy import LEARNED, SILENT, SINK, Finding, TrainingRun, findings
 
 CLAIMS = (
     "softmax_sink", "value_little", "streaming", "plus_one", "half_space", "dense_smooths",
     "sink_cheaper", "polarizes", "sigmoid_flat", "toy_sink", "learned_sink", "gated", "massive_first", "one_token",
 )  # fmt: skip
 STATUSES = ("reproduces", "partly", "differs", "not_measured")
+RATE_HOLDS, RATE_PARTLY = 50.0, 25.0  # sink rate (%) above which the claim reproduces, or partly does
+STREAM_NEAR = 1.25  # sinks + window within 25% of dense perplexity keep streaming "near dense"
+SIGMOID_SPREAD = 0.8  # a sigmoid run whose final entropy stays above 0.8 did not polarize
 
 
 @dataclass(frozen=True)
@@ -75,11 +80,11 @@ def from_trace(trace: Trace, removed: tuple[Outcome, Outcome] | None = None) -> 
     return [
         graded(
             "softmax_sink",
-            int(rate > 50) + int(rate > 25),
+            int(rate > RATE_HOLDS) + int(rate > RATE_PARTLY),
             2,
-            _said("claims.yours.rate", rate=round(rate, 1), n=trace.n_tokens),
+            _said("claims.yours.rate", rate=round(rate, 1), n=trace.n_tokens, eps=DEFAULT_EPS),
             on_text,
-            _said("claims.why.softmax_sink", rate=round(rate, 1)),
+            _said("claims.why.softmax_sink", rate=round(rate, 1), eps=DEFAULT_EPS, holds=RATE_HOLDS),
         ),  # fmt: skip
         value_little(trace, removed),
         graded(
@@ -152,7 +157,7 @@ def _lab_verdict(
     seed, layer, head = found.source
     where = {} if found.where is None else {"where": round(found.where, 3)}
     measured = _said(key, value=round(found.value, 3), seed=seed, layer=layer, head=head, **where)
-    return graded(claim, int(found.holds), 1, measured, evidence, _said(why, **where))
+    return graded(claim, int(found.holds), 1, measured, evidence, _said(why, sink=SINK, silent=SILENT, **where))
 
 
 def from_polarize(runs: Mapping[str, PolarizeRun]) -> list[Verdict]:
@@ -166,7 +171,7 @@ def from_polarize(runs: Mapping[str, PolarizeRun]) -> list[Verdict]:
                        _said("claims.why.polarizes"))  # fmt: skip
     measured = _said("claims.yours.flat", sigmoid=_entropy(sigmoid), relu=_entropy(relu), dead=relu.dead(),
                      n=len(relu.weights[-1]))  # fmt: skip
-    flat = int(sigmoid.entropy[-1] > 0.8) + int(not relu.polarized())
+    flat = int(sigmoid.entropy[-1] > SIGMOID_SPREAD) + int(not relu.polarized())
     why = _said("claims.why.relu_dead" if relu.dead() else "claims.why.sigmoid_flat", dead=relu.dead())
     return [polarizes, graded("sigmoid_flat", flat, 2, measured, evidence, why)]
 
@@ -206,12 +211,16 @@ def from_streaming(ppl: Mapping[str, float] | None) -> Verdict:
     """4 sinks + a window stay within 25% of dense perplexity, and the window alone is at least twice as bad."""
     if ppl is None:
         return Verdict("streaming", "not_measured", None)
-    sinks_close, window_bad = ppl["sinks"] <= 1.25 * ppl["dense"], ppl["window"] >= 2 * ppl["dense"]
+    sinks_close, window_bad = ppl["sinks"] <= STREAM_NEAR * ppl["dense"], ppl["window"] >= EXPLODES * ppl["dense"]
+    sizes = check_values()
     measured = _said("claims.yours.streaming", dense=round(ppl["dense"], 2), window=round(ppl["window"], 2),
-                     sinks=round(ppl["sinks"], 2))  # fmt: skip
+                     sinks_ppl=round(ppl["sinks"], 2), sinks=sizes["sinks"], window_size=sizes["window"],
+                     cache=sizes["cache"], tokens=sizes["tokens"])  # fmt: skip
     evidence = _said("claims.evidence.streaming", over=round(100 * (ppl["sinks"] / ppl["dense"] - 1)),
-                     window=times(ppl["window"] / ppl["dense"]))  # fmt: skip
-    why = _said("claims.why.streaming_window" if not window_bad else "claims.why.streaming_sinks")
+                     window=times(ppl["window"] / ppl["dense"]), near=round(100 * (STREAM_NEAR - 1)),
+                     collapse=times(EXPLODES), sinks=sizes["sinks"])  # fmt: skip
+    why = _said("claims.why.streaming_window" if not window_bad else "claims.why.streaming_sinks",
+                near=round(100 * (STREAM_NEAR - 1)), sinks=sizes["sinks"])  # fmt: skip
     return graded("streaming", int(sinks_close) + int(window_bad), 2, measured, evidence, why)
 
 
@@ -237,6 +246,13 @@ class Evidence:
     streaming: Mapping[str, float] | None = None
     dense: tuple[Outcome, Outcome] | None = None  # (intact, every head uniform)
     removed: tuple[Outcome, Outcome] | None = None  # (intact, the first key removed from every layer)
+
+
+def how() -> Message:
+    """How the verdicts are decided, every threshold filled from where it is defined."""
+    return _said("claims.how", learned=LEARNED, holds=RATE_HOLDS, partly=RATE_PARTLY, eps=DEFAULT_EPS,
+                 near=round(100 * (STREAM_NEAR - 1)), collapse=times(EXPLODES), sink=SINK, silent=SILENT,
+                 spread=SIGMOID_SPREAD, above=100 - SPREAD[0], directions=DIRECTIONS, **check_values())  # fmt: skip
 
 
 def scoreboard(evidence: Evidence) -> list[Verdict]:

@@ -294,6 +294,7 @@ def sensitivity(
 
 
 SPREAD = (10, 90)  # the percentiles a spread of ratios is told by: where 80% of them lie
+DIRECTIONS = 8  # random directions a spread nudges each token in
 
 
 @dataclass(frozen=True)
@@ -326,7 +327,7 @@ class Spread:
 
 
 def sensitivity_spread(
-    loaded: LoadedModel, ids: list[int] | tuple[int, ...], size: float, directions: int = 8
+    loaded: LoadedModel, ids: list[int] | tuple[int, ...], size: float, directions: int = DIRECTIONS
 ) -> Spread:
     """``sensitivity`` over ``directions`` random directions and three positions (a quarter, half and three
     quarters into the text): one direction alone can flip the verdict. Each ratio compares the two nudges on

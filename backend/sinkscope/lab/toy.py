@@ -30,6 +30,8 @@ from sinkscope.lab.tasks import IGNORE, TASKS, Batch
 
 ROW_SUMS_TO_ONE = ("softmax", "gated")  # softmax+1 and sink-logit rows may withhold mass; sigmoid, linear: raw
 LEARNED = 0.9  # accuracy at active queries a run needs before its heads give a verdict
+SINK = 0.9  # a head that puts at least this much of its attention on BOS at dormant queries is a sink
+SILENT = 0.1  # ... and one that puts at most this much there (or weighs at most this much in all) is silent
 SHARES = ("softmax", "softmax+1", "sink-logit", "gated")  # rows of shares of one unit: a BOS weight of 0.9 is a sink
 Progress = Callable[[int, int], bool]  # (step, steps) -> keep going?
 PROBE = 256  # sequences every checkpoint is measured on
@@ -147,7 +149,7 @@ class TrainingRun:
         """The last checkpoint's (layer, head) values of ``bos_dormant``, ``total_active``, ..."""
         return np.array(getattr(self, name)[-1])
 
-    def first_sink_step(self, threshold: float = 0.9) -> int | None:
+    def first_sink_step(self, threshold: float = SINK) -> int | None:
         """The first checkpoint at which some head puts >= ``threshold`` on BOS at dormant queries.
 
         None also for sigmoid and linear attention, whose raw weights are no share of the row.
@@ -161,7 +163,7 @@ class TrainingRun:
         A run that did not learn says nothing about where a working head parks."""
         return self.accuracy[-1] >= LEARNED
 
-    def transient_sink(self, peak: float = 0.5, silent: float = 0.1) -> tuple[float, int, int] | None:
+    def transient_sink(self, peak: float = 0.5, silent: float = SILENT) -> tuple[float, int, int] | None:
         """A sink that formed and went: (its largest BOS weight at dormant queries, the step of that peak, the first
         step after it where every head is back at or below ``silent``), when the peak reached ``peak`` and the run
         ends silent; otherwise None."""
@@ -270,7 +272,7 @@ def _deciding(runs: list[TrainingRun], name: str, weakest_seed: bool, quietest_h
     return (min if weakest_seed else max)(picks, key=lambda pick: pick[0])
 
 
-def findings(runs: list[TrainingRun], sink: float = 0.9, silent: float = 0.1) -> list[Finding]:
+def findings(runs: list[TrainingRun], sink: float = SINK, silent: float = SILENT) -> list[Finding]:
     """The lab's claims on these runs (every seed that learned its task must agree; the others give no verdict):
 
     - sink: some softmax head puts >= ``sink`` of its attention on BOS at dormant queries (the weakest seed's
