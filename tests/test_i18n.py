@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from sinkscope.core import i18n
 from sinkscope.course import STEPS
+from sinkscope.experiments.claims import CLAIMS
 from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import go_to
@@ -229,3 +230,35 @@ def test_the_model_badge_is_written_in_the_viewers_language() -> None:
     assert info.badge("fr") == ("SmolLM2-135M-Instruct (Q4_1 GGUF, déquantifié en float32) · float32 · cpu · "
                                 "attention : sinkscope (eager par blocs, softmax en float32)")  # fmt: skip
     assert "desquantizado para float32" in info.badge("pt")
+
+
+CITING_KEY = re.compile(r"published|paper|source|citation|about_")  # a paper's own figures, cited as such
+PAPER_PROSE = {
+    "massive.intro",
+    "lab.claim_gate",
+    "cost.intro",
+    "cost.says_cheaper",
+    "stream.sweep_title",
+}  # cite inline
+NUMBERED = {"lab.polarize_title", "lab.sinks_title"}  # a lesson's or a section's number, like the menu's ("nav.*")
+EXAMPLES = {"softmax.number_error", "lab.table_help"}  # what to type, or an illustration of a rule
+NAMES = re.compile(
+    r"float32|UTF-8|[Ss]oftmax\+1|h\^\w+|log10|T\^1[.,]5|\bs[12]\b|1/log|[A-Za-z]+-?\d+(?:[.,]\d+)?-?\d*[BMK]?\b"
+    r"|\b\d+[BM]\b|et al\.,? \d{4}|\(\d{4}\)|\d{4}\)"
+)  # names with digits (float32, softmax+1, h^0, Llama-2-13B, 340M) and a citation's year
+DEFINED = re.compile(r"(?<![\d.,])[01](?![\d]|[.,]\d)")  # 0 and 1 of the definitions: position 0, a sign, a row's unit
+
+
+@pytest.mark.parametrize("lang", i18n.LANGUAGES)
+def test_no_measured_number_or_threshold_is_typed_into_a_catalogue(lang: str) -> None:
+    """Issue 36, item 2: a number a sentence states comes through a placeholder, filled from a finding, a named
+    threshold or a declared setting; what is left is a paper's cited figure, a name, a numbering or 0 and 1."""
+    claim_titles = {f"claims.{claim}" for claim in CLAIMS}
+    typed = {}
+    for key, said in i18n.catalogue(lang).items():
+        if CITING_KEY.search(key) or key in PAPER_PROSE | NUMBERED | EXAMPLES | claim_titles or key.startswith("nav."):
+            continue
+        left = DEFINED.sub("", NAMES.sub("", re.sub(r"\{[^}]*\}", "", said)))
+        if re.search(r"\d", left):
+            typed[key] = said
+    assert typed == {}

@@ -104,10 +104,10 @@ def per_model(heads: pd.DataFrame) -> None:
 
 
 def steady(heads: pd.DataFrame, eps: float) -> None:
-    st.subheader(t("census.steady_title", eps=num(eps, ".2f")))
+    st.subheader(t("census.steady_title", eps=num(eps, ".2f"), share=round(100 * census_stats.STEADY)))
     table = census_stats.steady_sinks(heads, eps)
     if table.empty:
-        st.info(t("census.steady_none"))
+        st.info(t("census.steady_none", share=round(100 * census_stats.STEADY)))
         return
     shown = table.assign(docs_share=100 * table["docs_share"]).rename(columns={
         "model": t("census.model"), "length": t("census.length_column"), "layer": t("fig.layer"),
@@ -118,7 +118,7 @@ def steady(heads: pd.DataFrame, eps: float) -> None:
 def page() -> None:
     """Census: sink rates over a whole corpus, per model, window length, layer and head."""
     st.title(t("census.title"))
-    st.caption(t("census.intro"))
+    st.caption(t("census.intro", level=round(100 * census_stats.LEVEL)))
     controls.sidebar()  # the shared sidebar stays drawn, so its text and choices survive a visit here
     heads = chosen_census()
     if heads is None:

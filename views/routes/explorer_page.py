@@ -8,9 +8,9 @@ import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capture import Trace
 from sinkscope.core.metrics import shown_metrics, value_scaled, value_weighted, without_first_keys
-from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, LAYER_COLUMNS
+from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, KIND_THRESHOLD, LAYER_COLUMNS
 from sinkscope.core.tokens import token_labels
-from sinkscope.findings.heads import kinds_seen
+from sinkscope.findings.heads import kind_shares, kinds_seen
 
 from views.state import cache, navigation, session, url_state
 from views.text import kind_label, language, local_table, num, say, t
@@ -36,10 +36,10 @@ def map_tab(trace: Trace) -> None:
     with right:
         kind_counts(trace.heads["kind"], key="kind_counts")
     charts.downloads(plot.fig_kind_counts(trace.heads["kind"], lang=language()), "kind_counts", right)
-    kinds = trace.heads["kind"]
-    sink_kind = num(100 * float((kinds == "sink").mean()), ".0f")
+    sink_kind = num(kind_shares(trace.heads["kind"])["sink"], ".0f")
+    between = round((eps + KIND_THRESHOLD) / 2, 2)  # a head between the two thresholds: counted, yet mixed
     right.caption(t("explorer.two_thresholds", eps=num(eps, ".2f"), rate=num(trace.sink_rate(eps), ".0f"),
-                    kind=sink_kind))  # fmt: skip
+                    kind=sink_kind, threshold=KIND_THRESHOLD, between=between))  # fmt: skip
     right.page_link(navigation.page_at("metrics"), label=t("side.definitions"), icon="📖")
     table = pd.DataFrame(trace.head_rows())
     shown = table[["layer", "head", *metrics]].assign(kind=table["kind"].map(kind_label))  # the CSV keeps English

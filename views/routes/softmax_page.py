@@ -23,6 +23,7 @@ PRESET_KEYS = {
     "own": "softmax.preset_own",
 }  # fmt: skip
 MAX_KEYS = 16
+MAX_SCORE = 50  # scores past this only saturate the softmax: refused, so the bars stay readable
 
 
 def preset_text(name: str) -> str:
@@ -56,8 +57,8 @@ def parse_scores(text: str) -> np.ndarray:
         values = np.array([float(p) for p in parts])
     except ValueError:
         raise ValueError(t("softmax.number_error")) from None
-    if not np.isfinite(values).all() or np.abs(values).max() > 50:
-        raise ValueError(t("softmax.range_error"))
+    if not np.isfinite(values).all() or np.abs(values).max() > MAX_SCORE:
+        raise ValueError(t("softmax.range_error", limit=MAX_SCORE))
     return values
 
 

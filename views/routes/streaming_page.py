@@ -21,6 +21,7 @@ from views.text import language, local_figure, local_table, num, say, t
 from views.widgets import charts, controls, stop_button
 
 SINK_CHOICES = [0, 1, 2, 4, 8]
+GENERATION = {"new": 80, "prompt": 48, "sinks": 4, "cache": 20}  # the gibberish demo: tokens, prompt, two caches
 DEFAULT_TOKENS = 256  # the 60-token window evicts for 190 tokens: the jump shows, and a class waits < 30 s
 PAPER_POLICIES = ["stream.paper_dense", "stream.paper_window", "stream.paper_recompute", "stream.paper_sinks"]
 
@@ -223,7 +224,7 @@ def sweep(request: session.Request, ids: list[int], cache_size: int, engine: str
 def sink_sweep(request: session.Request, ids: list[int], cache_size: int) -> None:
     st.subheader(t("stream.sweep_title"))
     engine = st.radio(t("stream.engine"), list(ENGINES), horizontal=True, key="sweep_engine", format_func=engine_label)
-    if st.button(t("stream.sweep"), key="sweep"):
+    if st.button(t("stream.sweep", counts=", ".join(map(str, SINK_CHOICES))), key="sweep"):
         with stop_button.while_running("stop_sweep", "stream.stop_sweep_help"):
             st.session_state["sweep_result"] = (*sweep(request, ids, cache_size, engine), cache_size, engine)
     if "sweep_result" in st.session_state:
@@ -232,17 +233,18 @@ def sink_sweep(request: session.Request, ids: list[int], cache_size: int) -> Non
 
 
 def generate_both(request: session.Request, prompt: list[int]) -> list[str]:
-    """The same prompt continued with 4 sinks + 16 recent tokens and with 20 recent tokens, side by side."""
+    """The same prompt continued with GENERATION's sinks + recent tokens and with its cache of recent tokens only."""
     loaded = cache.get_model(request.model, request.dtype)
     bar, queue = Bar(t("stream.generating")), cache.shared().queue(request.model)
     progress = yielding(queue, lambda done, total: bar.progress(len(done) / total, text=t("stream.generating")))
     with queue.turn():
-        both = streaming.generate_lanes(loaded, prompt, 80, (4, 0), 20, progress)
+        both = streaming.generate_lanes(loaded, prompt, GENERATION["new"], (GENERATION["sinks"], 0),
+                                        GENERATION["cache"], progress)  # fmt: skip
     bar.empty()
     return [loaded.tokenizer.decode(tokens) for tokens in both]
 
 
-def prompt_of(tokenizer: Any, ids: list[int], most: int = 48) -> list[int]:
+def prompt_of(tokenizer: Any, ids: list[int], most: int = GENERATION["prompt"]) -> list[int]:
     """The text's first tokens up to a word's end (at most ``most``): the continuations then start a word of
     their own instead of finishing one mid-token."""
     for end in range(min(most, len(ids) - 1), 0, -1):
@@ -253,8 +255,8 @@ def prompt_of(tokenizer: Any, ids: list[int], most: int = 48) -> list[int]:
 
 def gibberish_demo(request: session.Request, ids: list[int]) -> None:
     st.subheader(t("stream.generate_title"))
-    st.caption(t("stream.generate_help"))
-    if st.button(t("stream.generate"), key="generate"):
+    st.caption(t("stream.generate_help", **GENERATION, recent=GENERATION["cache"] - GENERATION["sinks"]))
+    if st.button(t("stream.generate", new=GENERATION["new"]), key="generate"):
         tokenizer = cache.get_model(request.model, request.dtype).tokenizer
         prompt = prompt_of(tokenizer, ids)
         with stop_button.while_running("stop_generate", "stream.stop_sweep_help"):
@@ -264,7 +266,7 @@ def gibberish_demo(request: session.Request, ids: list[int]) -> None:
         st.markdown(t("stream.prompt"))
         st.text(prompt)
         left, right = st.columns(2)
-        left.markdown(t("stream.with_sinks"))
+        left.markdown(t("stream.with_sinks", sinks=GENERATION["sinks"]))
         left.text(continued[0])
         right.markdown(t("stream.without_sinks"))
         right.text(continued[1])

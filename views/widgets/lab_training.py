@@ -76,7 +76,7 @@ def table(runs: Runs) -> None:
             t("lab.col_bos_dormant"): bos[top], t("lab.col_bos_active"): run.final("bos_active")[top],
             t("lab.col_total_dormant"): run.final("total_dormant")[top],
             t("lab.col_where"): where_it_went(run, top),
-            t("lab.col_first"): str(first) if first is not None else "—",
+            t("lab.col_first", sink=toy.SINK): str(first) if first is not None else "—",
         })  # fmt: skip
     st.table(local_table(pd.DataFrame(rows).set_index(t("lab.col_attention")), 3))  # headers wrap
     st.caption(t("lab.table_help"))
@@ -103,7 +103,7 @@ def verdicts(runs: Runs) -> None:
         where = {} if found.where is None else {"where": num(found.where)}
         seed, layer, head = found.source  # the table's columns are each run's head that parks most on BOS
         value = t("lab.value_at", value=num(found.value), head=f"L{layer}H{head}", seed=seed)
-        st.markdown(t(CLAIM_KEYS[found.claim], value=value, verdict=verdict, **where))
+        st.markdown(t(CLAIM_KEYS[found.claim], value=value, verdict=verdict, sink=toy.SINK, silent=toy.SILENT, **where))
         if found.claim == "withhold":
             transient(runs)
     st.caption(t("lab.sources"))
@@ -115,7 +115,16 @@ def transient(runs: Runs) -> None:
         went = run.transient_sink() if variant == "softmax+1" else None
         if went is not None:
             peak, step, released = went
-            st.markdown(t("lab.transient_sink", seed=seed, peak=num(peak, ".2f"), step=step, released=released))
+            st.markdown(
+                t(
+                    "lab.transient_sink",
+                    seed=seed,
+                    peak=num(peak, ".2f"),
+                    step=step,
+                    released=released,
+                    silent=toy.SILENT,
+                )
+            )
 
 
 def bos_figure(run: toy.TrainingRun) -> go.Figure:

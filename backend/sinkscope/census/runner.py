@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from sinkscope.census.corpus import WINDOW_COLUMNS, Windower, documents, open_corpus
+from sinkscope.census.corpus import MAX_DOC_BYTES, WINDOW_COLUMNS, Windower, documents, open_corpus
 from sinkscope.census.files import Writer
 from sinkscope.census.reaper import start as start_reaper
 from sinkscope.core import ranges
@@ -33,6 +33,7 @@ from sinkscope.core.models import load_tokenizer
 from sinkscope.core.names import HEAD_METRICS, LAYER_METRICS
 
 log = logging.getLogger(__name__)
+MIN_LENGTH = 2  # a window needs a query after its first token
 FLUSH_WINDOWS = 32  # windows buffered before a write: few files, little lost to a crash
 FLUSH_SECONDS = 30.0
 BLOCKS_PER_WORKER = 16  # documents are dealt to the workers in this many blocks each, for an even share
@@ -147,8 +148,8 @@ def check_request(request: CensusRequest) -> Any:
     """Every mistake a user can make, found before Ray starts; returns the opened corpus."""
     if not request.models:
         raise InputError("error.census_no_model")
-    if not request.lengths or min(request.lengths) < 2:
-        raise InputError("error.census_lengths", lengths=", ".join(map(str, request.lengths)))
+    if not request.lengths or min(request.lengths) < MIN_LENGTH:
+        raise InputError("error.census_lengths", least=MIN_LENGTH, lengths=", ".join(map(str, request.lengths)))
     for name, value in (("windows", request.windows_per_doc), ("max_docs", request.max_docs or 1)):
         ranges.check(name, value)
     for spec in request.models:
@@ -225,7 +226,7 @@ def run_census(
     summary.skipped, summary.seconds = {k: v for k, v in skipped.items() if v}, time.monotonic() - started
     if not summary.windows and not summary.already:  # the advice follows the reason
         key = "error.census_nothing" if "too_short" in summary.skipped else "error.census_nothing_read"
-        raise InputError(key, skipped=_said(summary.skipped))
+        raise InputError(key, skipped=_said(summary.skipped), mb=MAX_DOC_BYTES // 1_000_000)
     writer.write_manifest(asdict(request), complete=True, summary=asdict(summary))
     return summary
 

@@ -22,7 +22,12 @@ def document_rates(heads: pd.DataFrame, eps: float = DEFAULT_EPS) -> pd.DataFram
     return per_window.groupby([*GROUP, "doc_id"], observed=True)["rate"].mean().reset_index()
 
 
-def bootstrap_interval(values: np.ndarray, rng: np.random.Generator, level: float = 0.95) -> tuple[float, float]:
+LEVEL = 0.95  # the bootstrap interval of a mean over documents
+WHISKERS = (5, 95)  # the percentiles a spread's whiskers reach
+STEADY = 0.9  # a head that sinks in more than this share of documents is a steady sink
+
+
+def bootstrap_interval(values: np.ndarray, rng: np.random.Generator, level: float = LEVEL) -> tuple[float, float]:
     """The percentile bootstrap interval of the mean."""
     if len(values) < 2:
         return float(values.mean()), float(values.mean())
@@ -49,7 +54,8 @@ def sink_by_layer(heads: pd.DataFrame) -> pd.DataFrame:
 def sink_spread(heads: pd.DataFrame, model: str, length: int) -> pd.DataFrame:
     """Quartiles and 5/95th percentiles of every per-head sink score (all windows) in each layer."""
     chosen = heads[(heads["model"] == model) & (heads["length"] == length)]
-    quantiles = chosen.groupby("layer")["sink"].quantile([0.05, 0.25, 0.5, 0.75, 0.95]).unstack()
+    low, high = WHISKERS
+    quantiles = chosen.groupby("layer")["sink"].quantile([low / 100, 0.25, 0.5, 0.75, high / 100]).unstack()
     return quantiles.set_axis(["p5", "q1", "median", "q3", "p95"], axis=1).reset_index()
 
 
@@ -60,7 +66,7 @@ def kinds_by_layer(heads: pd.DataFrame, model: str, length: int) -> pd.DataFrame
     return shares.reindex(columns=list(KINDS), fill_value=0.0)
 
 
-def steady_sinks(heads: pd.DataFrame, eps: float = DEFAULT_EPS, share: float = 0.9) -> pd.DataFrame:
+def steady_sinks(heads: pd.DataFrame, eps: float = DEFAULT_EPS, share: float = STEADY) -> pd.DataFrame:
     """Heads whose sink score is above eps in more than ``share`` of the documents (a document's windows
     averaged first), with that share and their mean sink, strongest first."""
     per_doc = heads.groupby([*GROUP, "layer", "head", "doc_id"], observed=True)["sink"].mean().reset_index()

@@ -18,7 +18,7 @@ from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message, times
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.experiments import cost
-from sinkscope.experiments.interventions import DIRECTIONS, SPREAD, Outcome, Spread
+from sinkscope.experiments.interventions import DIRECTIONS, QUARTERS, SPREAD, Outcome, Spread
 from sinkscope.experiments.stream_plan import check_values
 from sinkscope.findings import words
 from sinkscope.findings.heads import sink_reading
@@ -252,7 +252,8 @@ def how() -> Message:
     """How the verdicts are decided, every threshold filled from where it is defined."""
     return _said("claims.how", learned=LEARNED, holds=RATE_HOLDS, partly=RATE_PARTLY, eps=DEFAULT_EPS,
                  near=round(100 * (STREAM_NEAR - 1)), collapse=times(EXPLODES), sink=SINK, silent=SILENT,
-                 spread=SIGMOID_SPREAD, above=100 - SPREAD[0], directions=DIRECTIONS, **check_values())  # fmt: skip
+                 spread=SIGMOID_SPREAD, above=100 - SPREAD[0], directions=DIRECTIONS, positions=len(QUARTERS),
+                 **check_values())  # fmt: skip
 
 
 def scoreboard(evidence: Evidence) -> list[Verdict]:

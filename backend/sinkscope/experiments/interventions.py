@@ -295,6 +295,7 @@ def sensitivity(
 
 SPREAD = (10, 90)  # the percentiles a spread of ratios is told by: where 80% of them lie
 DIRECTIONS = 8  # random directions a spread nudges each token in
+QUARTERS = (1, 2, 3)  # ... at a quarter, half and three quarters into the text
 
 
 @dataclass(frozen=True)
@@ -335,7 +336,7 @@ def sensitivity_spread(
     ids = list(ids)
     if len(ids) < 3:
         raise InputError("error.three_tokens")
-    positions = tuple(sorted({max(1, min(len(ids) - 1, len(ids) * k // 4)) for k in (1, 2, 3)}))
+    positions = tuple(sorted({max(1, min(len(ids) - 1, len(ids) * k // 4)) for k in QUARTERS}))
     start = positions[0]
     intact, _ = _forward(loaded, ids, None, measure=False, logits_from=start)  # (position from start, vocab)
 

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from sinkscope.census.stats import LEVEL, WHISKERS
 from sinkscope.core.i18n import Text
 from sinkscope.core.names import TITLES
 from sinkscope.plot.explore_figures import BELOW, KIND_COLORS, LEGEND_BELOW, MARGIN, escape, heading
@@ -24,7 +25,7 @@ def fig_census_rate(rates: pd.DataFrame, eps: float, lang: str = "en") -> go.Fig
                         line={"color": color}, customdata=rows["docs"],
                         hovertemplate=tr("fig.census_rate_hover"))  # fmt: skip
     fig.update_layout(
-        title=heading(tr("fig.census_rate_title", eps=eps), tr("fig.census_rate_subtitle")),
+        title=heading(tr("fig.census_rate_title", eps=eps), tr("fig.census_rate_subtitle", level=round(100 * LEVEL))),
         xaxis={"title": tr("fig.window_length"), "type": "log", "tickvals": sorted(rates["length"].unique())},
         yaxis={"title": tr("fig.sink_rate_percent"), "range": [0, 100]},
         legend=LEGEND_BELOW,
@@ -53,7 +54,9 @@ def fig_census_spread(spread: pd.DataFrame, title: str, lang: str = "en") -> go.
             lowerfence=spread["p5"], upperfence=spread["p95"], marker_color=PALETTE[0], name=tr("metric.sink"),
         )
     )  # fmt: skip
-    return _sink_per_layer(fig, tr, title, tr("fig.census_spread_subtitle"), legend=False)
+    return _sink_per_layer(
+        fig, tr, title, tr("fig.census_spread_subtitle", low=WHISKERS[0], high=WHISKERS[1]), legend=False
+    )
 
 
 def _sink_per_layer(fig: go.Figure, tr: Text, title: str, subtitle: str = "", legend: bool = True) -> go.Figure:
