@@ -262,3 +262,18 @@ def test_no_measured_number_or_threshold_is_typed_into_a_catalogue(lang: str) ->
         if re.search(r"\d", left):
             typed[key] = said
     assert typed == {}
+
+
+@pytest.mark.parametrize("lang", ["fr", "pt"])
+def test_a_figures_caption_names_the_bundled_model_in_the_viewers_language(lang: str) -> None:
+    """Item 5: captions said "dequantized to float32" in French and Portuguese."""
+    from sinkscope.core.bundled import BUNDLED, DEQUANTIZED, shown_label
+
+    label = shown_label(BUNDLED["smollm2-135m"].label, lang)
+    assert DEQUANTIZED not in label and i18n.Text(lang)("badge.dequantized") in label
+
+
+def test_the_labs_loss_choices_are_translated() -> None:
+    from views.widgets.lab_polarization import LOSSES
+
+    assert [i18n.Text("pt")(key) for key in LOSSES.values()] == ["logística", "quadrática"]

@@ -8,16 +8,17 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import streamlit as st
-from sinkscope.core.bundled import BUNDLED
+from sinkscope.core.bundled import BUNDLED, shown_label
 from sinkscope.plot import export
 
-from views.text import local_figure, t
+from views.text import language, local_figure, t
 
 MIME = {"png": "image/png", "svg": "image/svg+xml"}
 
 
 def model_name(spec: str) -> str:
-    return BUNDLED[spec].label if spec in BUNDLED else spec
+    """The model's label in the viewer's language (a bundled model's "dequantized to float32" translated)."""
+    return shown_label(BUNDLED[spec].label, language()) if spec in BUNDLED else spec
 
 
 def caption(fig: go.Figure) -> str:

@@ -9,6 +9,8 @@ from views.state import cache
 from views.text import num, t
 from views.widgets import charts, lab_training
 
+LOSSES = {"logistic": "lab.loss_logistic", "square": "lab.loss_square"}  # the polarization run's losses
+
 
 @st.cache_resource(show_spinner=False)
 def shipped_polarize() -> list[lab.PolarizeRun]:
@@ -39,7 +41,7 @@ def section() -> None:
     st.markdown(t("lab.polarize_intro"))
     with st.form("polarize"):
         cols = st.columns(4)
-        loss = cols[0].radio(t("lab.loss"), ["logistic", "square"], key="lab_loss")
+        loss = cols[0].radio(t("lab.loss"), list(LOSSES), format_func=lambda name: t(LOSSES[name]), key="lab_loss")
         candidates = cols[1].slider(t("lab.candidates"), 2, 32, 8, key="lab_candidates")
         steps_allowed = cache.step_choices([300, 1000, 3000, 10000])
         steps = cols[2].select_slider(t("lab.steps"), steps_allowed, min(3000, steps_allowed[-1]), key="lab_steps")

@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from sinkscope.cli.arguments import UsageError, ids_of, load, model_options, text_options, the_text
+from sinkscope.core.bundled import shown_label
 from sinkscope.core.i18n import LANGUAGES
 
 
@@ -29,7 +30,7 @@ def run(args: argparse.Namespace) -> None:
     maps = {kind: attention_maps(loaded, ids, layer).weights[head]
             for kind, (layer, head) in slides.example_heads(trace.heads).items()}  # fmt: skip
     shown = slides.figures(trace, maps, lang=args.lang)
-    captions = export.captions(shown, loaded.info.label, the_text(args))
+    captions = export.captions(shown, shown_label(loaded.info.label, args.lang), the_text(args))
     for path in export.write_all(shown, captions, Path(args.out), formats(args)):
         print(path)
 

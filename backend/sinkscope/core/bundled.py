@@ -15,6 +15,7 @@ from pathlib import Path
 from platformdirs import user_cache_dir
 
 from sinkscope.core.errors import ModelLoadError
+from sinkscope.core.i18n import Text
 
 DEFAULT_MODEL = "smollm2-135m"
 log = logging.getLogger(__name__)
@@ -79,7 +80,14 @@ class BundledModel:
         return True
 
 
-DEQUANTIZED = "dequantized to float32"  # a label's words a badge writes in the viewer's language
+DEQUANTIZED = "dequantized to float32"  # a label's words a badge or a caption writes in the viewer's language
+
+
+def shown_label(label: str, lang: str) -> str:
+    """A model's label in ``lang``: its English words about dequantizing translated."""
+    return label.replace(DEQUANTIZED, Text(lang)("badge.dequantized"))
+
+
 BUNDLED = {
     "smollm2-135m": BundledModel(
         "smollm2-135m",

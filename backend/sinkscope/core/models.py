@@ -27,7 +27,7 @@ from transformers.models.auto.modeling_auto import (
 )
 
 from sinkscope.core import attention
-from sinkscope.core.bundled import BUNDLED, DEQUANTIZED, BundledModel, cache_root
+from sinkscope.core.bundled import BUNDLED, BundledModel, cache_root, shown_label
 from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.families import check_supported, family_of, supported_names
 from sinkscope.core.i18n import Text
@@ -61,7 +61,7 @@ class ModelInfo:
     def badge(self, lang: str = "en") -> str:
         """The model's one-line description in ``lang``: the label's and the attention's own words translated."""
         tr = Text(lang)
-        label = self.label.replace(DEQUANTIZED, tr("badge.dequantized"))
+        label = shown_label(self.label, lang)
         kernel = tr("badge.attention") if self.attention == attention.ATTENTION_LABEL else self.attention
         return tr("badge", label=label, dtype=self.dtype, device=self.device, attention=kernel)
 
