@@ -9,6 +9,7 @@ import re
 import pandas as pd
 import pytest
 from sinkscope.core import i18n
+from sinkscope.core.bundled import BUNDLED, DEQUANTIZED, shown_label
 from sinkscope.course import STEPS
 from sinkscope.experiments.claims import CLAIMS
 from streamlit.testing.v1 import AppTest
@@ -18,6 +19,7 @@ from tests.html_figure import html_figure
 from tests.test_app import ROOT, TIMEOUT, chart
 from views import text
 from views.site import ROUTES
+from views.widgets.lab_polarization import LOSSES
 
 CODE = [
     ROOT / "app.py",
@@ -267,13 +269,9 @@ def test_no_measured_number_or_threshold_is_typed_into_a_catalogue(lang: str) ->
 @pytest.mark.parametrize("lang", ["fr", "pt"])
 def test_a_figures_caption_names_the_bundled_model_in_the_viewers_language(lang: str) -> None:
     """Item 5: captions said "dequantized to float32" in French and Portuguese."""
-    from sinkscope.core.bundled import BUNDLED, DEQUANTIZED, shown_label
-
     label = shown_label(BUNDLED["smollm2-135m"].label, lang)
     assert DEQUANTIZED not in label and i18n.Text(lang)("badge.dequantized") in label
 
 
 def test_the_labs_loss_choices_are_translated() -> None:
-    from views.widgets.lab_polarization import LOSSES
-
     assert [i18n.Text("pt")(key) for key in LOSSES.values()] == ["logística", "quadrática"]
