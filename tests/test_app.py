@@ -156,7 +156,7 @@ def test_the_two_thresholds_are_explained_with_this_texts_numbers(app: AppTest) 
 
 def test_eps_changes_the_sink_rate(app: AppTest) -> None:
     before = app.metric[0].value
-    app.slider(key="eps").set_value(0.9).run()
+    app.select_slider(key="eps").set_value(0.9).run()
     assert "eps = 0.90" in app.metric[0].label
     assert app.metric[0].value != before
 

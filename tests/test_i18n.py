@@ -275,3 +275,13 @@ def test_a_figures_caption_names_the_bundled_model_in_the_viewers_language(lang:
 
 def test_the_labs_loss_choices_are_translated() -> None:
     assert [i18n.Text("pt")(key) for key in LOSSES.values()] == ["logística", "quadrática"]
+
+
+@pytest.mark.parametrize("lang", ["fr", "pt"])
+def test_a_sliders_decimals_are_written_the_languages_way(lang: str, tiny_dir: str) -> None:
+    """Item 5: slider thumbs wrote 0.30 in French and Portuguese (st.slider cannot write a decimal comma)."""
+    at = open_page("explorer", lang, tiny_dir)
+    eps = at.select_slider(key="eps")
+    assert eps.value == 0.3 and "0,30" in eps.options and "0.30" not in eps.options
+    at = open_page("softmax", lang, tiny_dir)
+    assert "-1,8" in at.select_slider(key="sm_bias").options

@@ -9,6 +9,7 @@ from sinkscope.experiments import interventions
 from views.state import cache, session
 from views.text import num, say, t, times
 from views.widgets import head_picker, lessons
+from views.widgets.sliders import decimal_slider, steps
 
 REPLACEMENTS = {
     "\n": "break.newline",
@@ -59,7 +60,7 @@ def sensitivity_form(trace: Trace) -> tuple[int, float] | None:
         st.session_state.setdefault("br_position", trace.n_tokens // 2)
         head_picker.clamp("br_position", trace.n_tokens - 1)
         position = st.slider(t("break.other_token"), 1, trace.n_tokens - 1, key="br_position")
-        size = st.slider(t("break.distance"), 0.25, 4.0, 1.0, 0.25, key="br_size")
+        size = decimal_slider(st, t("break.distance"), steps(0.25, 4.0, 0.25), 1.0, "br_size")
         if st.form_submit_button(t("break.perturb")):
             st.session_state["br_sens"] = (trace.token_ids, position, size)
     asked = st.session_state.get("br_sens")

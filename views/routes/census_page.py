@@ -19,6 +19,7 @@ from sinkscope.plot.census_figures import fig_census_kinds, fig_census_layers, f
 from views.state import cache, session
 from views.text import language, local_table, num, say, t
 from views.widgets import charts, controls
+from views.widgets.sliders import EPS_STEPS, decimal_slider
 
 SHIPPED = session.ASSETS / "census"
 FOLDER, UPLOAD = "folder", "upload"
@@ -124,7 +125,7 @@ def page() -> None:
     if heads is None:
         return
     st.session_state.setdefault("census_eps", DEFAULT_EPS)
-    eps = st.slider(t("explorer.eps"), 0.05, 0.95, step=0.05, key="census_eps")
+    eps = decimal_slider(st, t("explorer.eps"), EPS_STEPS, DEFAULT_EPS, "census_eps")
     overview(heads, eps)
     per_model(heads)
     steady(heads, eps)

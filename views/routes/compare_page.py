@@ -15,6 +15,7 @@ from views.state import cache, session, url_state
 from views.text import language, num, t
 from views.widgets import charts, controls
 from views.widgets.html_maps import head_map, kind_counts
+from views.widgets.sliders import EPS_STEPS, decimal_slider
 
 SIDES = ("a_", "b_")
 MIN_PREFIX = 8  # the shortest prefix whose sink rate the length curve shows
@@ -162,7 +163,7 @@ def page() -> None:
         return
     sides = dict(found)
     st.session_state.setdefault("compare_eps", DEFAULT_EPS)
-    eps = st.slider(t("explorer.eps"), 0.05, 0.95, step=0.05, key="compare_eps")
+    eps = decimal_slider(st, t("explorer.eps"), EPS_STEPS, DEFAULT_EPS, "compare_eps")
     a, b = sides["a_"].trace, sides["b_"].trace
     rates(a, b, eps)
     rate_curves(sides, eps)

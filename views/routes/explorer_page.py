@@ -16,13 +16,14 @@ from views.state import cache, navigation, session, url_state
 from views.text import kind_label, language, local_table, num, say, t
 from views.widgets import charts, controls, head_picker
 from views.widgets.html_maps import clicked_head, head_map, kind_counts
+from views.widgets.sliders import EPS_STEPS, decimal_slider
 
 ZOOM = 256  # the one-head map shows at most ZOOM x ZOOM cells at full resolution
 
 
 def map_tab(trace: Trace) -> None:
     st.session_state.setdefault("eps", DEFAULT_EPS)
-    eps = st.slider(t("explorer.eps"), 0.05, 0.95, step=0.05, key="eps")
+    eps = decimal_slider(st, t("explorer.eps"), EPS_STEPS, DEFAULT_EPS, "eps")
     label = t("explorer.sink_rate", eps=num(eps, ".2f"), n=trace.n_tokens)
     st.metric(label, t("explorer.of_heads", rate=num(trace.sink_rate(eps), ".1f")))
     st.caption(t("explorer.sink_rate_help"))

@@ -12,6 +12,7 @@ from views.state import cache, navigation, session
 from views.text import language, local_table, num, percent, t
 from views.widgets import charts, head_picker, lessons
 from views.widgets.html_maps import head_map
+from views.widgets.sliders import decimal_slider, steps
 
 PRESETS = {
     "nothing": (0.2, -0.1, 0.1, 0.0, -0.2, 0.1),
@@ -75,8 +76,10 @@ def toy_row() -> None:
         st.error(str(err))
         return
     controls = st.columns(2)
-    sink_logit = controls[0].slider(t("softmax.sink_logit"), -5.0, 10.0, 2.0, 0.5, key="sm_sink_logit")
-    bias = controls[1].slider(t("softmax.bias"), -8.0, 4.0, -1.8, 0.1, key="sm_bias")
+    sink_logit = decimal_slider(
+        controls[0], t("softmax.sink_logit"), steps(-5.0, 10.0, 0.5), 2.0, "sm_sink_logit", ".1f"
+    )
+    bias = decimal_slider(controls[1], t("softmax.bias"), steps(-8.0, 4.0, 0.1), -1.8, "sm_bias", ".1f")
     weights = {
         "softmax": metrics.softmax(scores),
         "softmax+1": metrics.softmax_plus_one(scores),

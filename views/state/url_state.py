@@ -43,10 +43,10 @@ def _eps(value: str) -> float:
     eps = float(value)
     if not math.isfinite(eps) or not EPS_RANGE[0] <= eps <= EPS_RANGE[1]:
         raise ValueError(value)
-    return round(round(eps / 0.05) * 0.05, 2)
+    return round(round(eps / EPS_STEP) * EPS_STEP, 2)
 
 
-EPS_RANGE = (0.05, 0.95)
+EPS_RANGE, EPS_STEP = (0.05, 0.95), 0.05
 
 
 def _tab(value: str) -> str:

@@ -8,6 +8,7 @@ from sinkscope.core.names import POLARIZE_VARIANTS
 from views.state import cache
 from views.text import num, t
 from views.widgets import charts, lab_training
+from views.widgets.sliders import decimal_slider
 
 LOSSES = {"logistic": "lab.loss_logistic", "square": "lab.loss_square"}  # the polarization run's losses
 
@@ -45,7 +46,7 @@ def section() -> None:
         candidates = cols[1].slider(t("lab.candidates"), 2, 32, 8, key="lab_candidates")
         steps_allowed = cache.step_choices([300, 1000, 3000, 10000])
         steps = cols[2].select_slider(t("lab.steps"), steps_allowed, min(3000, steps_allowed[-1]), key="lab_steps")
-        lr = cols[3].select_slider(t("lab.lr"), [0.05, 0.1, 0.2, 0.5, 1.0], 0.5, key="lab_lr")
+        lr = decimal_slider(cols[3], t("lab.lr"), [0.05, 0.1, 0.2, 0.5, 1.0], 0.5, "lab_lr")
         seed = cols[0].number_input(t("lab.seed"), 0, 10_000, 0, key="lab_seed")
         dim = cols[1].slider(t("lab.dim"), 2, 64, 16, key="lab_dim")
         variants = st.multiselect(t("lab.attention"), POLARIZE_VARIANTS, list(POLARIZE_VARIANTS), key="lab_variants")

@@ -14,6 +14,7 @@ from sinkscope.experiments import cost
 from views.state import cache, session
 from views.text import local_table, num, say, t
 from views.widgets import charts
+from views.widgets.sliders import decimal_slider
 
 SHIPPED = session.ASSETS / "cost.json"
 PUBLISHED = {"sink": 1.0, "diagonal": 1.5}  # Súkeník et al.: norm ~ T for a sink, ~ T^1.5 for a diagonal
@@ -39,7 +40,7 @@ def controls() -> dict:
     with st.form("cost_form"):
         cols = st.columns(4)
         dim = cols[0].select_slider("d", [8, 16, 32, 64], 32, key="cost_dim")
-        delta = cols[1].select_slider("δ", [0.01, 0.05, 0.1, 0.2], 0.1, key="cost_delta")
+        delta = decimal_slider(cols[1], "δ", [0.01, 0.05, 0.1, 0.2], 0.1, "cost_delta")
         seed = cols[2].number_input(t("lab.seed"), 0, 1000, 0, key="cost_seed")
         longest = cols[3].select_slider(t("cost.longest"), [64, 128, 256, 512], 256, key="cost_longest")
         go = st.form_submit_button(t("cost.run"))
