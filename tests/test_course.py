@@ -119,7 +119,7 @@ def test_the_streaming_step_states_the_cache_the_check_holds() -> None:
     for lang in LANGUAGES:
         question = Text(lang)(step.key("question"), **reveals.question_values(step))
         said = reveals.of_streaming({"dense": 17.5, "window": 64.4, "sinks": 21.6}).said[0].text(lang)
-        bars = fig_stream_check({"dense": 17.5, "window": 64.4, "sinks": 21.6}, sizes, "mask", lang).data[0].x
+        bars = fig_stream_check({"dense": 17.5, "window": 64.4, "sinks": 21.6}, sizes, "mask", lang).data[0].y
         for text in (question, said, " ".join(bars)):
             assert str(sizes["cache"]) in text and str(sizes["sinks"]) in text, (lang, text)
         assert str(sizes["window"]) in question and str(sizes["window"]) in said
@@ -128,8 +128,8 @@ def test_the_streaming_step_states_the_cache_the_check_holds() -> None:
 def test_the_streaming_figure_draws_every_number_the_sentence_cites_on_a_linear_axis_from_zero() -> None:
     """T12: on a log axis starting near 20, 21.6 looked 15x smaller than 64.4 (3x); dense was not drawn."""
     fig = fig_stream_check({"dense": 17.5, "window": 64.4, "sinks": 21.6}, stream_plan.check_values(), "mask")
-    assert list(fig.data[0].y) == [17.5, 64.4, 21.6]
-    assert fig.layout.yaxis.type in (None, "linear") and fig.layout.yaxis.range[0] == 0
+    assert list(fig.data[0].x) == [17.5, 64.4, 21.6]
+    assert fig.layout.xaxis.type in (None, "linear") and fig.layout.xaxis.range[0] == 0
 
 
 def test_the_claims_question_counts_the_claims_the_scoreboard_checks() -> None:

@@ -70,6 +70,14 @@ def test_a_teacher_shares_a_step_unanswered_and_a_bad_step_is_named(page: Page, 
     expect(page.get_by_test_id("stException")).to_have_count(0)
 
 
+FIGURE_JS = """() => {
+  const chart = document.querySelector('.stPlotlyChart'), box = chart.getBoundingClientRect();
+  const ticks = [...chart.querySelectorAll('.xtick text, .ytick text')]
+    .map(tick => parseFloat(getComputedStyle(tick).fontSize));
+  return {height: box.height, bottom: box.bottom, smallest_tick: Math.min(...ticks)};
+}"""
+
+
 @pytest.mark.parametrize(("width", "height"), [(1280, 720), (1920, 1080)])
 def test_the_presenter_view_hides_the_controls_and_cuts_nothing(browser: Browser, app_url: str, width: int,
                                                                 height: int) -> None:  # fmt: skip
@@ -83,6 +91,10 @@ def test_the_presenter_view_hides_the_controls_and_cuts_nothing(browser: Browser
             expect(page.get_by_test_id("stSidebar")).to_be_hidden()
             expect(page.locator(".stPlotlyChart")).to_have_count(1)  # one figure a screen
             found[f"step {step}"] = layout_problems(page)
+            figure = page.evaluate(FIGURE_JS)
+            assert figure["smallest_tick"] >= 18, figure  # item 6: read from the back of the room
+            if height >= 1080:  # the figure fills its column, down to the figure menu and the buttons
+                assert figure["height"] >= 0.6 * height and figure["bottom"] >= 0.8 * height, figure
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"presenter_step{step}_{width}x{height}.png"))
         assert {where: problems for where, problems in found.items() if problems} == {}

@@ -149,7 +149,7 @@ def reveal(step: Step, chosen: str, request: session.Request, trace: Trace) -> N
         for sentence in found.said:
             st.markdown(say(sentence))
     if fig is not None:
-        charts.show(presenter.projected(fig), f"course_{step.id}", figure)
+        charts.show(presenter.projected(fig), f"course_{step.id}", figure, presenter.figure_height())
     link = navigation.page_at(step.page)
     verdict.page_link(link, label=t("course.open_page"), icon="↗", query_params=url_state.view_params())
 

@@ -40,7 +40,8 @@ def downloads(fig: go.Figure, key: str, where: object = st) -> None:
             st.download_button(fmt.upper(), made, f"{key}.{fmt}", MIME[fmt], key=f"{key}_{fmt}", on_click="ignore")
 
 
-def show(fig: go.Figure, key: str, where: object = st) -> None:
-    """``fig`` in ``where`` (the page, a column), in the viewer's language, with its downloads."""
-    where.plotly_chart(local_figure(fig), key=key)
+def show(fig: go.Figure, key: str, where: object = st, height: str = "content") -> None:
+    """``fig`` in ``where`` (the page, a column), in the viewer's language, with its downloads; ``height="stretch"``
+    fills what its column leaves."""
+    where.plotly_chart(local_figure(fig), key=key, height=height)
     downloads(fig, key, where)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-FIGURE_HEIGHT = 400  # pixels: with the step's question and answer, fits under 720 px of a projector
-FIGURE_FONT = 16
+FIGURE_ROOM = "100vh - 21rem"  # the screen below the title, the question and above the figure menu and buttons
+SMALLEST = 300  # pixels: a stretched figure's height at least (it grows with its column, ROOM tall)
+FIGURE_FONT = 20  # pixels: tick labels a room can read from the back (at least 18 px on a 1080p projector)
 CSS = """<style>
 [data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stHeader"] {display: none;}
 [data-testid="stMainBlockContainer"] {max-width: 100%; padding: 1rem 3rem 2rem 3rem;}
@@ -15,6 +16,7 @@ CSS = """<style>
 [data-testid="stMain"] label p {font-size: 1.3rem; line-height: 1.45;}
 [data-testid="stMain"] h1 {font-size: 2.2rem; padding-top: 0;}
 [data-testid="stMain"] h3 {font-size: 1.7rem;}
+[data-testid="stColumn"]:has(.stPlotlyChart) {min-height: calc(ROOM);}
 </style>"""
 
 
@@ -24,11 +26,19 @@ def presenting() -> bool:
 
 def apply() -> None:
     """Restyle this run's page for the projector."""
-    st.html(CSS)
+    st.html(CSS.replace("ROOM", FIGURE_ROOM))
 
 
 def projected(fig: go.Figure) -> go.Figure:
     """``fig`` sized and lettered for a projector when presenting; as it is otherwise."""
     if not presenting():
         return fig
-    return go.Figure(fig).update_layout(height=FIGURE_HEIGHT, font={"size": FIGURE_FONT})
+    big = {"size": FIGURE_FONT}
+    shown = go.Figure(fig).update_layout(height=SMALLEST, autosize=True, font=big, title_font=big)
+    shown.update_xaxes(tickfont=big, title_font=big).update_yaxes(tickfont=big, title_font=big)
+    return shown.update_traces(colorbar={"tickfont": big}, selector={"type": "heatmap"})
+
+
+def figure_height() -> str:
+    """A figure fills the column the presenter view makes tall; elsewhere it keeps its own height."""
+    return "stretch" if presenting() else "content"

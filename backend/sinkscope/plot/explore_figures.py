@@ -351,18 +351,19 @@ def fig_ppl_vs_sinks(sinks: list[int], ppl: list[float], cache_size: int, engine
 
 
 def fig_stream_check(ppl: dict[str, float], sizes: dict[str, int], engine: str, lang: str = "en") -> go.Figure:
-    """Dense, the last ``cache`` tokens alone, and ``sinks`` first tokens + the last ``window``: one bar each on a
-    linear axis from zero, so a bar three times as tall is three times the perplexity."""
+    """Dense, the last ``cache`` tokens alone, and ``sinks`` first tokens + the last ``window``: one horizontal bar
+    each on a linear axis from zero, so a bar three times as long is three times the perplexity."""
     tr = Text(lang)
     names = {"dense": tr("fig.check_dense"), "window": tr("fig.check_window", **sizes),
              "sinks": tr("fig.check_sinks", **sizes)}  # fmt: skip
-    fig = go.Figure(go.Bar(x=[names[name] for name in names], y=[ppl[name] for name in names],
-                           text=[tr.num(ppl[name], ".1f") for name in names], textposition="outside"))  # fmt: skip
+    fig = go.Figure(go.Bar(y=list(names.values()), x=[ppl[name] for name in names], orientation="h",
+                           text=[tr.num(ppl[name], ".1f") for name in names], textposition="outside",
+                           cliponaxis=False))  # fmt: skip
     top = max(ppl[name] for name in names)
     fig.update_layout(
         title=heading(tr("fig.check_title", engine=engine, **sizes)),
-        xaxis={"type": "category"},
-        yaxis={"title": tr("fig.perplexity"), "range": [0, 1.15 * top], "rangemode": "tozero"},
+        xaxis={"title": tr("fig.perplexity"), "range": [0, 1.2 * top]},
+        yaxis={"type": "category", "autorange": "reversed", "automargin": True},
         height=380,
         margin=MARGIN,
     )
