@@ -3,7 +3,7 @@
 Stateless: the caller names the language. ``Text("fr")("fig.layer")`` looks a stable key up (falling
 back to English) and fills in its values; ``Text("fr").num(0.5)`` writes a number the way the
 language does (a decimal comma in French and Portuguese). Numbers, percentages and plurals follow CLDR
-(Babel): a count in a sentence picks its word with ``{n:one=head|other=heads}``. The engine itself never
+(Babel): a count in a sentence picks its word with ``{n:one=head|other=heads}``, a decimal its places with ``{x:.2f}``. The engine itself never
 picks a language: it returns data and ``Message`` keys, and whoever shows them renders them.
 """
 
@@ -93,7 +93,7 @@ class Text:
         if isinstance(value, bool):
             return value
         if isinstance(value, float):
-            return self.num(value, "g")
+            return Number(value, self)
         if isinstance(value, int):
             return Count(value, self)
         return value.text(self.lang) if isinstance(value, Message) else value
@@ -142,6 +142,18 @@ def _decimals(pattern: str, places: int) -> str:
     """A CLDR number pattern ("#,##0 %") with ``places`` digits after the decimal sign."""
     integer_end = pattern.rindex("0") + 1
     return pattern[:integer_end] + ("." + "0" * places if places else "") + pattern[integer_end:]
+
+
+@dataclass(frozen=True)
+class Number:
+    """A decimal in a sentence: ``{x}`` writes it with Python's "g" rounding, ``{x:.2f}`` with two decimals, both in
+    the language's way."""
+
+    value: float
+    text: Text
+
+    def __format__(self, spec: str) -> str:
+        return self.text.num(self.value, spec or "g")
 
 
 @dataclass(frozen=True)
