@@ -3,8 +3,9 @@
 Stateless: the caller names the language. ``Text("fr")("fig.layer")`` looks a stable key up (falling
 back to English) and fills in its values; ``Text("fr").num(0.5)`` writes a number the way the
 language does (a decimal comma in French and Portuguese). Numbers, percentages and plurals follow CLDR
-(Babel): a count in a sentence picks its word with ``{n:one=head|other=heads}``, a decimal its places with ``{x:.2f}``. The engine itself never
-picks a language: it returns data and ``Message`` keys, and whoever shows them renders them.
+(Babel): a count in a sentence picks its word with ``{n:one=head|other=heads}``, a decimal its places with
+``{x:.2f}``. The engine itself never picks a language: it returns data and ``Message`` keys, and whoever shows
+them renders them.
 """
 
 from __future__ import annotations
