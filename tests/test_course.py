@@ -195,3 +195,13 @@ def test_step_five_runs_the_break_pages_default_removal() -> None:
     step = next(step for step in STEPS if step.id == "break")
     question = Text("en")(step.key("question"), **reveals.question_values(step))
     assert f"from layer {interventions.DROP_FROM} on (the default of the page “Break the sink”)" in question
+
+
+def test_step_three_does_not_title_a_claim_its_numbers_deny() -> None:
+    """T4: titled "The sink reads nothing" beside 106 of 189 sink heads taking more than half their output from
+    the first token; the title now asks what a sink head reads, and the reveal counts the heads that read it."""
+    step = next(step for step in STEPS if step.id == "reads")
+    for lang in LANGUAGES:
+        assert Text(lang)(step.key("title")) != catalogue(lang)["reads.title"]  # the lesson's story, not a finding
+    found = reveals.of_reads(trace(["sink", "sink", "mixed"], [0.9, 0.8, 0.1]))
+    assert found.said[1].key == "reads.counted" and dict(found.said[1].params)["reading"] == 1

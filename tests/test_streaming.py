@@ -9,8 +9,11 @@ import pytest
 import torch
 from sinkscope.core import attention
 from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core.i18n import catalogue
 from sinkscope.core.models import LoadedModel
-from sinkscope.experiments import streaming
+from sinkscope.experiments import stream_plan, streaming
+from sinkscope.findings.words import A_LOT
+from sinkscope.plot.explore_figures import rolling_mean
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, eager_attention_forward
 
 from tests.conftest import tiny_loaded
@@ -163,3 +166,21 @@ def test_generation_with_a_bounded_cache_continues_the_prompt(smollm2: LoadedMod
     assert len(streaming.generate(smollm2, prompt, 20, sinks=0, window=4)) == 20
     stopped = streaming.generate(smollm2, prompt, 20, sinks=4, window=60, progress=lambda done, total: len(done) < 3)
     assert stopped == streaming.generate(smollm2, prompt, 3, sinks=4, window=60)  # a Stop keeps what was made
+
+
+def test_on_the_bundled_model_the_window_loss_jumps_per_token_and_the_rolling_curve_spreads_it(
+    smollm2: LoadedModel,
+) -> None:
+    """T13: the intro said "the loss shoots up the moment eviction starts" while the page's curve does not jump at
+    the cache-full line. Both hold: per token the window's loss jumps at once, and the page draws a rolling mean,
+    which spreads the jump over the next tokens; the intro now says which is which."""
+    setup = stream_plan.CHECK
+    ids = smollm2.tokenizer(streaming.builtin_text(), add_special_tokens=False)["input_ids"][: setup.tokens]
+    excess = (streaming.streaming_nll(smollm2, ids, "mask-window", setup.sinks, setup.window)
+              - streaming.streaming_nll(smollm2, ids, "dense", setup.sinks, setup.window))  # fmt: skip
+    full = setup.cache_size  # the first prediction whose query no longer sees the first token
+    np.testing.assert_allclose(excess[:full], 0, atol=1e-4)  # the same keys until the cache is full
+    assert excess[full : full + 8].mean() > A_LOT  # per token, at once
+    rolling = rolling_mean(excess, max(8, setup.window // 2))  # as the page draws it
+    assert rolling[full] < rolling[full + setup.window // 2] / 2  # the curve rises over the next tokens
+    assert "per token" in catalogue("en")["stream.intro"] and "rolling" in catalogue("en")["stream.intro"]
