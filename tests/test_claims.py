@@ -118,7 +118,7 @@ def test_lab_claims_come_from_runs_that_learned_and_say_which_seed_and_head() ->
     verdicts = {v.claim: v for v in claims.from_lab([lab_run("softmax", 0.95), lab_run("softmax+1", 0.02, total=0.1)])}
     assert verdicts["toy_sink"].status == "reproduces" and verdicts["plus_one"].status == "reproduces"
     assert "(seed 0, layer 0, head 0)" in verdicts["toy_sink"].measured.text("en")
-    assert "1 of 1 softmax runs learned" in verdicts["toy_sink"].evidence.text("en")
+    assert "1 of 1 softmax run learned" in verdicts["toy_sink"].evidence.text("en")
     assert verdicts["learned_sink"].status == "not_measured" and "train one" in verdicts["learned_sink"].why.text("en")
     gated = {v.claim: v for v in claims.from_lab([lab_run("softmax", 0.95), lab_run("gated", 0.4, gate=0.02)])}
     assert gated["gated"].status == "differs" and "harmless rather than absent" in gated["gated"].why.text("en")
@@ -129,7 +129,7 @@ def test_no_verdict_comes_from_a_run_that_did_not_learn() -> None:
     """A softmax run at accuracy 0.5 with a perfect sink, beside none that learned: not measured, and said why."""
     verdict = {v.claim: v for v in claims.from_lab([lab_run("softmax", 0.99, accuracy=0.5)])}["toy_sink"]
     assert verdict.status == "not_measured" and verdict.measured is None
-    assert "0 of 1 softmax runs learned" in verdict.evidence.text("en")
+    assert "0 of 1 softmax run learned" in verdict.evidence.text("en")
     assert "did not learn gives no verdict" in verdict.why.text("en")
     mixed = [lab_run("softmax", 0.2, accuracy=0.5), lab_run("softmax", 0.95)]  # only the learned run decides
     assert {v.claim: v for v in claims.from_lab(mixed)}["toy_sink"].status == "reproduces"

@@ -285,3 +285,17 @@ def test_a_sliders_decimals_are_written_the_languages_way(lang: str, tiny_dir: s
     assert eps.value == 0.3 and "0,30" in eps.options and "0.30" not in eps.options
     at = open_page("softmax", lang, tiny_dir)
     assert "-1,8" in at.select_slider(key="sm_bias").options
+
+
+@pytest.mark.parametrize("lang", i18n.LANGUAGES)
+def test_every_plural_in_a_catalogue_has_its_other_form_and_renders_for_one_and_many(lang: str) -> None:
+    """A count's word ({n:one=head|other=heads}) falls back to "other" for CLDR categories it does not list."""
+    tr = i18n.Text(lang)
+    for key, said in i18n.catalogue(lang).items():
+        counts = {name for name, spec in re.findall(r"\{(\w+):([^}]*=[^}]*)\}", said)}
+        for name, spec in re.findall(r"\{(\w+):([^}]*=[^}]*)\}", said):
+            assert "other=" in spec, (key, name)
+        names = set(re.findall(r"\{(\w+)[:}]", said))
+        for n in (0, 1, 2, 1_000_000):
+            values = {name: (n if name in counts else 0.5) for name in names}
+            assert "{" not in tr(key, **values), key
