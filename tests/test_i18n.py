@@ -296,6 +296,6 @@ def test_every_plural_in_a_catalogue_has_its_other_form_and_renders_for_one_and_
         for name, spec in re.findall(r"\{(\w+):([^}]*=[^}]*)\}", said):
             assert "other=" in spec, (key, name)
         names = set(re.findall(r"\{(\w+)[:}]", said))
-        for n in (0, 1, 2, 1_000_000):
+        for n in (0, 1, 2, 1_000_000) if counts else ():
             values = {name: (n if name in counts else 0.5) for name in names}
             assert "{" not in tr(key, **values), key
