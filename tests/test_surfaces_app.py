@@ -1,5 +1,5 @@
 """One number, everywhere (issue 36, item 4): a finding that several surfaces state (a course step, its page, the
-scoreboard) is rendered on each of them for two texts in two languages, and the numbers are equal.
+scoreboard, the handout) is rendered on each of them for two texts in two languages, and the numbers are equal.
 
 Each surface is opened in-process (AppTest) on the bundled model; the numbers are computed here from the trace,
 independently of the findings functions the pages call.
@@ -7,6 +7,7 @@ independently of the findings functions the pages call.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -40,6 +41,12 @@ def course_step(step_id: str, lang: str, example: str) -> str:
     return " ".join(m.value for m in at.markdown)
 
 
+def handout(lang: str, example: str) -> str:
+    """The handout's text (what its download holds, previewed in the page's frame), tags removed."""
+    page = opened("handout", lang, example).get("iframe")[0].proto.srcdoc
+    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+
+
 def numbers(text: str) -> set[str]:
     """Every whole number the text writes (not the digits of a decimal); the counts here are all under 1000."""
     return set(re.findall(r"(?<![\d,.])\d+(?!\d|[,.]\d)", text))
@@ -53,7 +60,7 @@ def sentence(text: str, *needles: str) -> str:
 
 
 @pytest.mark.parametrize(("example", "lang"), CASES)
-def test_the_sink_heads_that_read_their_sink_are_one_count_on_the_step_the_page_and_the_scoreboard(
+def test_the_sink_heads_that_read_their_sink_are_one_count_on_every_surface(
     smollm2: object, example: str, lang: str
 ) -> None:
     heads = analyze(smollm2, EXAMPLES[example]).heads
@@ -85,9 +92,11 @@ def test_the_massive_flags_are_one_count_on_the_step_the_page_and_the_scoreboard
 
 
 @pytest.mark.parametrize(("example", "lang"), CASES)
-def test_the_claims_that_reproduce_are_one_count_on_step_ten_and_the_scoreboard(example: str, lang: str) -> None:
+def test_the_claims_that_reproduce_are_one_count_on_step_ten_the_scoreboard_and_the_handout(
+    example: str, lang: str
+) -> None:
     step = course_step("claims", lang, example)
     summary = " ".join(m.value for m in opened("claims", lang, example).markdown if m.value.startswith("**"))
     reproduce = re.search(r"(\d+)", summary.split(":", 1)[1])[1]  # the summary's first count: reproduces
-    assert summary.strip("*") in step
+    assert summary.strip("*") in step and summary.strip("*") in handout(lang, example)
     assert re.search(rf"\b{reproduce} \w+ {len(CLAIMS)} ", step), step  # "9 de 14 se reproduzem: 64%"
