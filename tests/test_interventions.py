@@ -170,8 +170,8 @@ def test_set_activations_hold_cells_from_a_layer_on(loaded: object, ids: list[in
     means = interventions.SetActivations(((0, 3),), ((1.0,), (2.0,), (3.0,), (4.0,)), from_layer=1)
     assert means.edit_residual(3, hidden)[0, 0, 3] == 4.0
     intact = interventions.outcome(loaded, ids).nll
-    after_the_end = interventions.outcome(loaded, ids, interventions.SetActivations(((0, 3),), None, N_LAYERS + 1))
-    np.testing.assert_array_equal(after_the_end.nll, intact)
+    with pytest.raises(InputError, match=f"outside this model's layers 0-{N_LAYERS}"):  # issue 38: it changed nothing
+        interventions.outcome(loaded, ids, interventions.SetActivations(((0, 3),), None, N_LAYERS + 1))
     zeroed = interventions.outcome(loaded, ids, interventions.SetActivations(((0, 3), (1, 3)), None, 1))
     assert not np.allclose(zeroed.nll, intact, rtol=1e-5)
 

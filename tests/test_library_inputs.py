@@ -113,3 +113,48 @@ def test_numpy_token_ids_are_analyzed_like_python_ints(tiny_dir: str) -> None:
     ids = loaded.tokenizer("Sinks park attention.", add_special_tokens=False)["input_ids"]
     as_numpy = analyze_ids(loaded, np.array(ids, dtype=np.int64))
     assert as_numpy.tokens == analyze_ids(loaded, ids).tokens and as_numpy.token_ids == tuple(ids)
+
+
+def _bad_calls(loaded: object) -> list[tuple[object, str]]:
+    """(a call, what its error says): each bad value issue 38 found, and more of the same kind."""
+    ids = [1, 5, 7, 9]
+    last = loaded.info.n_layers - 1
+    return [
+        (lambda: DropFirst(-1, (0,)), "drop_first must be a number from 1"),
+        (lambda: DropFirst(0, (0,)), "drop_first must be a number from 1"),
+        (lambda: DropFirst(10**9, (0,)), "drop_first must be a number from 1 to 8,192"),
+        (lambda: DropFirst(1, ()), "Name at least one layer"),
+        (lambda: outcome(loaded, ids, DropFirst(1, (99,))), f"Layer 99 is outside this model's layers 0-{last}"),
+        (lambda: outcome(loaded, ids, DropFirst(1, (-1,))), f"Layer -1 is outside this model's layers 0-{last}"),
+        (lambda: outcome(loaded, ids, interventions.ForceHeads(((0, 99),), "sink")), "Head 99 is outside"),
+        (lambda: interventions.ForceHeads(((0, 0),), "sideways"), "to must be one of sink, diagonal, uniform"),
+        (lambda: interventions.SetActivations(((0, 1),), None, -1), "from_layer must be a number from 0"),
+        (lambda: analyze(loaded, "a b c", max_tokens=0), "max_tokens must be a number from 1 to 8,192, not 0"),
+        (lambda: analyze(loaded, "a b c", max_tokens="5"), "max_tokens must be a number from 1 to 8,192, not '5'"),
+        (lambda: analyze(loaded, "a b c", add_bos="yes"), "add_bos must be True or False, not 'yes'"),
+        (lambda: analyze(loaded, "a b c", truncate=1), "truncate must be True or False, not 1"),
+        (lambda: analyze(loaded, b"a b c"), "text must be a str, not b'a b c'"),
+        (lambda: analyze(loaded, 12345), "text must be a str, not 12345"),
+        (lambda: analyze_ids(loaded, "1 2 3"), "ids must be a list of token ids"),
+        (lambda: analyze_ids(loaded, [5] * (loaded.info.max_tokens + 1)), f"limit is {loaded.info.max_tokens:,}"),
+        (lambda: attention_maps(loaded, ids, layer=1.5), "Layer 1.5 is outside"),
+        (lambda: attention_maps(loaded, ids, layer=True), "Layer True is outside"),
+        (lambda: attention_maps(loaded, [], 0), "The text is empty"),
+        (lambda: attention_maps(loaded, ids, 1, start=np.zeros((2, 3))), "start must be the layer's input"),
+    ]
+
+
+def test_every_public_function_refuses_a_bad_argument_with_one_sentence_naming_it() -> None:
+    """Issue 38, item 1: the library trusted its arguments (DropFirst(-1) silently dropped every key but the last;
+    analyze_ids ignored the token limit; raw AttributeError, TypeError, KeyError, RuntimeError)."""
+    loaded = tiny_loaded("llama-gqa")
+    for call, said in _bad_calls(loaded):
+        with pytest.raises(InputError) as err:
+            call()
+        assert said in str(err.value), (said, str(err.value))
+
+
+def test_intervene_refuses_what_is_not_an_intervention() -> None:
+    loaded = tiny_loaded("llama-gqa")
+    with pytest.raises(InputError, match="'drop' is not an intervention"), intervene(loaded, "drop"):
+        pass

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from sinkscope.core import attention, metrics
-from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core import attention, metrics, ranges
+from sinkscope.core.errors import InputError, ModelLoadError, TokenLimitError
 from sinkscope.core.families import family_of
 from sinkscope.core.models import LoadedModel, ModelInfo, check_ids, require_every_layer, require_loaded
 from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, HEAD_METRICS, LAYER_COLUMNS, LAYER_METRICS, Kind
@@ -213,9 +213,14 @@ def _layer_metrics(residual: np.ndarray, bos_cosine: np.ndarray) -> tuple[dict[s
 def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
     """Analyze a sequence of token ids in one forward pass (under ``sinkscope.intervene``: the changed run)."""
     require_loaded(loaded)
+    if isinstance(ids, str | bytes) or not hasattr(ids, "__len__"):
+        raise InputError("error.argument_type", name="ids", value=_shown(ids), expected="a list of token ids")
     if not len(ids):
         raise InputError("error.empty_text")
+    if len(ids) > loaded.info.max_tokens:  # the same limit a text meets, before any work
+        raise TokenLimitError(len(ids), loaded.info.max_tokens)
     ids = [int(i) if isinstance(i, np.integer) else i for i in ids]  # numpy ids (a Ray batch) as Python ints
+    check_ids(loaded, ids)
     change = attention.current_change()
     ids = change.input_ids(ids) if change is not None else ids
     n_layers = loaded.info.n_layers
@@ -245,7 +250,15 @@ def analyze(
     add_bos: bool | None = None,
 ) -> Trace:
     """Tokenize ``text`` (at most ``max_tokens``, default the model's limit) and analyze it."""
-    limit = min(max_tokens or require_loaded(loaded).info.max_tokens, loaded.info.max_tokens)
+    require_loaded(loaded)
+    if not isinstance(text, str):
+        raise InputError("error.argument_type", name="text", value=_shown(text), expected="a str")
+    for name, flag in (("truncate", truncate), ("add_bos", add_bos)):
+        if not isinstance(flag, bool) and not (name == "add_bos" and flag is None):
+            raise InputError("error.argument_type", name=name, value=_shown(flag), expected="True or False")
+    if max_tokens is not None:
+        ranges.check("max_tokens", max_tokens)
+    limit = min(max_tokens or loaded.info.max_tokens, loaded.info.max_tokens)
     return analyze_ids(
         loaded,
         encode(loaded.tokenizer, text, limit, truncate=truncate, add_bos=add_bos),
@@ -273,8 +286,17 @@ def attention_maps(
     the layer's input h^layer (``trace.residual[layer]`` of the same text, under the same intervention), only
     that layer runs, on models whose blocks all take the same mask and positions.
     """
-    if not 0 <= layer < require_loaded(loaded).info.n_layers:
-        raise InputError("error.layer_range", layer=layer, last=loaded.info.n_layers - 1)
+    require_loaded(loaded)
+    if isinstance(layer, bool) or not isinstance(layer, int | np.integer) or not 0 <= layer < loaded.info.n_layers:
+        raise InputError("error.layer_range", layer=_shown(layer), last=loaded.info.n_layers - 1)
+    if isinstance(ids, str | bytes) or not len(ids):
+        raise InputError("error.empty_text")
+    if len(ids) > loaded.info.max_tokens:
+        raise TokenLimitError(len(ids), loaded.info.max_tokens)
+    check_ids(loaded, list(ids))
+    if start is not None and tuple(np.shape(start)) != (len(ids), loaded.model.config.hidden_size):
+        raise InputError("error.start_shape", shape=tuple(np.shape(start)), tokens=len(ids),
+                         width=loaded.model.config.hidden_size)  # fmt: skip
     recorder = attention.Recorder(reduce=False, maps_of=frozenset({layer}), stop_after=layer)
     if start is not None and layer > 0 and _blocks_alike(loaded.model):
         _run_block(loaded, list(ids), layer, start, recorder)
@@ -282,6 +304,12 @@ def attention_maps(
         run_forward(loaded, list(ids), recorder)
     kept = (recorder.maps, recorder.norms, recorder.withheld, recorder.output_norms, recorder.learned)
     return LayerMaps(layer, *(_frozen(found[layer].float().cpu().numpy()) for found in kept))
+
+
+def _shown(value: object) -> str:
+    """A value as an error message names it, cut to a readable length."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _blocks_alike(model: Any) -> bool:

@@ -23,7 +23,7 @@ from sinkscope.core import attention, chunked, metrics, ranges
 from sinkscope.core.capture import head_metrics, install_residual_hooks, run_forward
 from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message, times
-from sinkscope.core.models import LoadedModel, require_loaded
+from sinkscope.core.models import LoadedModel, ModelInfo, require_loaded
 from sinkscope.core.tokens import display_token, encode
 from sinkscope.experiments.streaming import builtin_text
 
@@ -55,6 +55,16 @@ class Intervention:
     def input_ids(self, ids: list[int]) -> list[int]:
         return ids
 
+    def fits(self, info: ModelInfo) -> None:
+        """An InputError when this change names a layer or head the model does not have."""
+
+
+def _layers_within(layers: tuple[int, ...], last: int) -> None:
+    bad = next((layer for layer in layers if isinstance(layer, bool) or not isinstance(layer, int)
+                or not 0 <= layer <= last), None)  # fmt: skip
+    if bad is not None:
+        raise InputError("error.layer_range", layer=repr(bad), last=last)
+
 
 @dataclass(frozen=True)
 class Together(Intervention):
@@ -65,6 +75,10 @@ class Together(Intervention):
     @property
     def message(self) -> Message:
         return Message.of("iv.together", names=" + ".join(part.label for part in self.parts))
+
+    def fits(self, info: ModelInfo) -> None:
+        for part in self.parts:
+            part.fits(info)
 
     def input_ids(self, ids: list[int]) -> list[int]:
         for part in self.parts:
@@ -92,6 +106,10 @@ def intervene(loaded: LoadedModel, *changes: Intervention) -> Iterator[Intervent
     outer block's apply first, then these (``Together``).
     """
     install_residual_hooks(require_loaded(loaded).model)
+    for change in changes:  # checked against this model before any forward pass runs under them
+        if not isinstance(change, Intervention):
+            raise InputError("error.not_intervention", value=repr(change)[:60])
+        change.fits(loaded.info)
     outer = attention.current_change()
     parts = (outer, *changes) if outer is not None else changes
     change = parts[0] if len(parts) == 1 else Together(tuple(parts))
@@ -105,6 +123,14 @@ class DropFirst(Intervention):
 
     k: int
     layers: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        ranges.check("drop_first", self.k)  # k = 0 drops nothing; k < 0 would drop every key but the last
+        if not self.layers:
+            raise InputError("error.no_layers_given")
+
+    def fits(self, info: ModelInfo) -> None:
+        _layers_within(tuple(self.layers), info.n_layers - 1)
 
     @property
     def message(self) -> Message:
@@ -135,6 +161,16 @@ class ForceHeads(Intervention):
     heads: tuple[tuple[int, int], ...]
     to: str
 
+    def __post_init__(self) -> None:
+        if self.to not in FORCE_KEYS:
+            raise InputError("error.unknown_choice", name="to", value=repr(self.to), choices=", ".join(FORCE_KEYS))
+
+    def fits(self, info: ModelInfo) -> None:
+        _layers_within(tuple(layer for layer, _ in self.heads), info.n_layers - 1)
+        bad = next((head for _, head in self.heads if not 0 <= head < info.n_heads), None)
+        if bad is not None:
+            raise InputError("error.head_range", head=repr(bad), last=info.n_heads - 1)
+
     @property
     def message(self) -> Message:
         return Message.of(FORCE_KEYS[self.to], n=len(self.heads))
@@ -162,6 +198,13 @@ class SetActivations(Intervention):
     cells: tuple[tuple[int, int], ...]
     values: tuple[tuple[float, ...], ...] | None  # [l][cell] for h^l; None sets them to zero
     from_layer: int
+
+    def __post_init__(self) -> None:
+        ranges.check("from_layer", self.from_layer)
+
+    def fits(self, info: ModelInfo) -> None:
+        if self.from_layer > info.n_layers:
+            raise InputError("error.layer_range", layer=self.from_layer, last=info.n_layers)
 
     @property
     def message(self) -> Message:
