@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
+from xml.etree import ElementTree
 
 import numpy as np
 import plotly.graph_objects as go
 import pytest
 from kaleido.errors import KaleidoError
 from PIL import Image
+from sinkscope.core.tokens import display_token, visible
 from sinkscope.plot import export, slides
 
 SVG = (f'<svg class="main-svg" width="{export.WIDTH}" height="{export.HEIGHT}" '
@@ -91,3 +93,28 @@ def test_kaleido_drawing_before_its_page_is_ready_is_tried_once_more(
     monkeypatch.setattr(export.kaleido, "write_fig_from_object_sync", first_too_early)
     written = export.write_all({"head_map": go.Figure()}, {"head_map": "caption"}, tmp_path, ("svg",))
     assert calls == [1, 1] and written[0].read_text().endswith("caption</text></svg>")
+
+
+class OneCharacterTokenizer:
+    """Decodes each id to the character with that code point (a text's control characters reach the labels)."""
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(map(chr, ids))
+
+
+def test_control_and_bidirectional_characters_are_shown_not_drawn() -> None:
+    """Issue 38, item 3: U+0001 in a text made SVGs that are not XML; U+202E reversed part of a caption."""
+    assert visible("a\x01b\u202ec\x7f\x85d\n") == "a␁b[U+202E]c␡[U+0085]d\n"
+    assert [display_token(OneCharacterTokenizer(), code) for code in (1, 0x202E, 65)] == ["␁", "[U+202E]", "A"]
+    line = export.caption_line("m", "evil\x01 \u202etext", "head map")
+    svg = export.with_caption(SVG.encode(), "svg", line).decode()
+    ElementTree.fromstring(svg)  # well-formed XML
+    assert "\x01" not in svg and "\u202e" not in svg and "evil␁ [U+202E]text" in svg
+
+
+@pytest.mark.skipif(not export.available(), reason="Chromium draws the figure")
+def test_an_svg_of_a_text_with_control_characters_is_valid_xml() -> None:
+    labels = [display_token(OneCharacterTokenizer(), code) for code in (1, 2, 0x202E, 0x1F)]
+    fig = go.Figure(go.Heatmap(z=np.eye(4), x=list(range(4)), y=list(range(4))))
+    fig.update_layout(title="a\x01b", xaxis={"tickvals": list(range(4)), "ticktext": labels})
+    ElementTree.fromstring(export.image(fig.update_layout(title=visible(fig.layout.title.text)), "svg", "x\x01"))

@@ -58,3 +58,8 @@ def test_the_printed_definitions_are_those_of_what_the_handout_shows_and_the_map
         assert f"<code>{name}</code></td>" in definitions
     assert "<code>withheld</code></td>" not in definitions and "<code>top1</code></td>" not in definitions
     assert "print-color-adjust: exact" in page
+
+
+def test_the_handout_shows_a_texts_control_and_bidirectional_characters_instead_of_obeying_them() -> None:
+    page, _ = build("en", text="left \u202eright\x01")
+    assert "left [U+202E]right␁" in page and "\u202e" not in page and "\x01" not in page

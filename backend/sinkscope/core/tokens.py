@@ -8,6 +8,19 @@ from typing import Any
 from sinkscope.core.errors import InputError, TokenLimitError
 
 WHITESPACE_MARKERS = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
+INVISIBLE = {
+    0x061C,
+    0x200B,
+    0x200C,
+    0x200D,
+    0x200E,
+    0x200F,
+    0x2028,
+    0x2029,
+    0xFEFF,
+    *range(0x202A, 0x202F),
+    *range(0x2066, 0x206A),
+}  # bidirectional controls, zero widths, separators
 COUNTED_CHARS = 100_000  # texts up to this long get an exact token count (about 40 ms of tokenizing)
 _LONGEST: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
 
@@ -90,12 +103,30 @@ def adds_bos_by_default(tokenizer: Any) -> bool:
     return has_bos(tokenizer) and tokenizer("a")["input_ids"][:1] == [tokenizer.bos_token_id]
 
 
+def visible(text: str, keep: str = "\n\t") -> str:
+    """``text`` safe to draw and to write into SVG, XML or HTML: a control character (U+0001) becomes its control
+    picture (␁), a bidirectional override or an invisible character its code in brackets ([U+202E]), so nothing
+    breaks a file or reverses a caption; the characters in ``keep`` stay."""
+
+    def shown(ch: str) -> str:
+        code = ord(ch)
+        if ch in keep:
+            return ch
+        if code < 0x20:
+            return chr(0x2400 + code)
+        if code == 0x7F:
+            return "␡"
+        return f"[U+{code:04X}]" if 0x80 <= code < 0xA0 or code in INVISIBLE else ch
+
+    return "".join(shown(ch) for ch in text)
+
+
 def display_token(tokenizer: Any, token_id: int) -> str:
     """One token as text, whitespace shown as visible markers; raw bytes when not valid UTF-8 alone."""
     text = tokenizer.decode([token_id]) if tokenizer is not None else str(token_id)
     if "\ufffd" in text or text == "":
         text = tokenizer.convert_ids_to_tokens(token_id)
-    return "".join(WHITESPACE_MARKERS.get(ch, ch) for ch in text)
+    return visible("".join(WHITESPACE_MARKERS.get(ch, ch) for ch in text), keep="")
 
 
 def display_tokens(tokenizer: Any, ids: list[int]) -> tuple[str, ...]:

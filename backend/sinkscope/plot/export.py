@@ -23,6 +23,7 @@ from kaleido.errors import KaleidoError
 from PIL import Image, ImageDraw, ImageFont
 
 from sinkscope.core.errors import ExportError
+from sinkscope.core.tokens import visible
 
 FORMATS = ("png", "svg")
 WIDTH, HEIGHT = 1280, 720  # a 16:9 slide
@@ -73,7 +74,9 @@ def _font(size: int) -> ImageFont.FreeTypeFont:
 
 
 def with_caption(data: bytes, fmt: str, caption: str) -> bytes:
-    """The image with ``caption`` on a strip added under it: below everything Plotly drew, so nothing overlaps."""
+    """The image with ``caption`` on a strip added under it: below everything Plotly drew, so nothing overlaps.
+    Control and bidirectional characters are shown, not drawn (``tokens.visible``): an SVG stays XML."""
+    caption = visible(caption, keep="")
     if fmt == "svg":
         svg, total = data.decode("utf-8"), HEIGHT + CAPTION_PX
         root_end = svg.index(">")  # the root element's size and viewBox grow by the strip

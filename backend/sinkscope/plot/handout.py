@@ -19,6 +19,7 @@ from PIL import Image
 
 from sinkscope.core.i18n import Text
 from sinkscope.core.names import DEFAULT_EPS
+from sinkscope.core.tokens import visible
 from sinkscope.plot.html_figures import FIGURES_CSS, head_map_html, kind_counts_html
 from sinkscope.plot.slides import TITLES, Head
 
@@ -104,7 +105,7 @@ def handout_html(
 <style>{FIGURES_CSS}{PRINT_CSS}</style></head><body>
 <h1>{html.escape(tr("handout.title"))}</h1>
 <p class="meta">{html.escape(model)} · T = {trace.n_tokens}</p>
-<blockquote>{html.escape(text)}</blockquote>
+<blockquote>{html.escape(visible(text))}</blockquote>
 <h2>{html.escape(tr("handout.rate_heading"))}</h2>
 <p>{html.escape(tr("handout.rate", rate=round(trace.sink_rate(), 1), n=trace.n_tokens, eps=DEFAULT_EPS))}</p>
 <div class="overview">{head_map_html(trace.heads, "sink", lang=lang)}
