@@ -229,3 +229,16 @@ def test_figure_without_chromium_says_how_to_get_it(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr("sinkscope.plot.export.available", lambda: False)
     done = cli("figure", "--text", "Hello.", "--out", "/tmp/unused")
     assert done.returncode == 2 and done.stderr.strip().endswith("apt-get install chromium, or BROWSER_PATH.")
+
+
+@pytest.mark.parametrize("out", ["", "   ", "file"])
+def test_figure_checks_its_folder_before_the_model_loads(
+    out: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 38, item 3: --out "" wrote into the current folder, and --out was checked after 8-12 s of work."""
+    monkeypatch.setattr("sinkscope.plot.export.available", lambda: True)
+    monkeypatch.setattr(figure_command, "load", lambda args: pytest.fail("the model loaded before --out was checked"))
+    (tmp_path / "file").write_text("not a folder")
+    monkeypatch.chdir(tmp_path)
+    done = cli("figure", "--text", "Hello.", "--out", out)
+    assert done.returncode == 2 and done.stderr.startswith("error: --out") and len(done.stderr.splitlines()) == 1

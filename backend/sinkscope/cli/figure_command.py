@@ -4,6 +4,7 @@ PNG and SVG with a caption line, in the language asked."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from sinkscope.cli.arguments import UsageError, ids_of, load, model_options, text_options, the_text
@@ -18,12 +19,26 @@ def formats(args: argparse.Namespace) -> tuple[str, ...]:
     return tuple(fmt for fmt in FORMATS if getattr(args, fmt)) or FORMATS
 
 
+def out_folder(value: str) -> Path:
+    """The figures' folder, checked before the model loads: named, a folder if it exists, or made in a writable one."""
+    if not value.strip():
+        raise UsageError("--out names no folder: give the folder to write the figures in.")
+    folder = Path(value)
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(f"--out {value} is a file, not a folder.")
+    existing = next(parent for parent in (folder, *folder.parents) if parent.exists())
+    if not os.access(existing, os.W_OK):
+        raise UsageError(f"--out {value}: cannot write into {existing}.")
+    return folder
+
+
 def run(args: argparse.Namespace) -> None:
     from sinkscope.core.capture import analyze_ids, attention_maps
     from sinkscope.plot import export, slides
 
     if not export.available():
         raise UsageError("figures need Chromium for Plotly's static export: apt-get install chromium, or BROWSER_PATH.")
+    folder = out_folder(args.out)
     loaded = load(args)
     ids = ids_of(args, loaded)
     trace = analyze_ids(loaded, ids)
@@ -31,7 +46,7 @@ def run(args: argparse.Namespace) -> None:
             for kind, (layer, head) in slides.example_heads(trace.heads).items()}  # fmt: skip
     shown = slides.figures(trace, maps, lang=args.lang)
     captions = export.captions(shown, shown_label(loaded.info.label, args.lang), the_text(args))
-    for path in export.write_all(shown, captions, Path(args.out), formats(args)):
+    for path in export.write_all(shown, captions, folder, formats(args)):
         print(path)
 
 
