@@ -436,3 +436,9 @@ def test_both_bad_sides_of_a_compare_link_are_named_on_the_first_load() -> None:
     assert not at.exception, at.exception
     notices = " ".join(w.value for w in at.warning)
     assert "a_bos=maybe" in notices and "b_bos=2" in notices
+
+
+def test_no_page_calls_what_streamlit_removes_after_2026_06_01() -> None:
+    """Issue 38, item 5: the server logged 24 warnings that st.components.v1.html will be removed; st.iframe now."""
+    sources = {path.name: path.read_text(encoding="utf-8") for path in (ROOT / "views").rglob("*.py")}
+    assert [name for name, source in sources.items() if "components.v1" in source] == []

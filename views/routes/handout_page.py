@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import streamlit as st
-import streamlit.components.v1 as components
 from sinkscope.core.capture import Trace
 from sinkscope.plot import handout, slides
 
@@ -38,5 +37,5 @@ def page() -> None:
             st.download_button(t("handout.download"), made, "sinkscope-handout.html", "text/html", type="primary",
                                on_click="ignore", icon=":material/print:")  # fmt: skip
             st.caption(t("handout.preview"))
-            components.html(made, height=PREVIEW_HEIGHT, scrolling=True)
+            st.iframe(made, height=PREVIEW_HEIGHT)  # our own page (the user's text escaped), scrolled inside
     url_state.sync_url()
