@@ -43,7 +43,7 @@ def test_some_sink_heads_reading_their_sink_make_the_value_claim_partly() -> Non
     removed = (outcome(2.0), outcome(5.5))
     verdict = claims.value_little(trace(0.9, [0.1] * 5, [0], value_sink=0.8), removed)
     assert verdict.status == "partly" and "8 of 8 sink heads" in verdict.why.text("en")
-    assert "costs 3.5 nats per token" in verdict.evidence.text("en")
+    assert "from layer 2 on (the break page's default) costs 3.5 nats per token" in verdict.evidence.text("en")
     assert claims.value_little(trace(0.9, [0.1] * 5, [0], value_sink=0.3), None).status == "reproduces"
 
 

@@ -220,7 +220,6 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
     if len(ids) > loaded.info.max_tokens:  # the same limit a text meets, before any work
         raise TokenLimitError(len(ids), loaded.info.max_tokens)
     ids = [int(i) if isinstance(i, np.integer) else i for i in ids]  # numpy ids (a Ray batch) as Python ints
-    check_ids(loaded, ids)
     change = attention.current_change()
     ids = change.input_ids(ids) if change is not None else ids
     n_layers = loaded.info.n_layers

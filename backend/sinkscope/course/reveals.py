@@ -83,7 +83,7 @@ def of_massive(trace: Trace) -> Reveal:
 
 
 def of_break(intact: Outcome, removed: Outcome) -> Reveal:
-    """How much the loss moves when every layer loses the first key."""
+    """How much the loss moves when every layer from ``DROP_FROM`` on loses the first key (the break page's default)."""
     change = removed.loss - intact.loss
     truth = words.loss_word(change)
     said = Message.of("course.break.said", before=round(float(np.exp(intact.loss)), 2),
@@ -102,10 +102,11 @@ def of_streaming(ppl: Mapping[str, float]) -> Reveal:
 
 def of_kinds(trace: Trace) -> Reveal:
     """Sink heads against diagonal heads, counted."""
-    kinds = trace.heads["kind"]
-    sinks, diagonals = int((kinds == Kind.SINK).sum()), int((kinds == Kind.DIAGONAL).sum())
+    counts = head_findings.kind_counts(trace.heads["kind"])
+    sinks, diagonals = counts[Kind.SINK], counts[Kind.DIAGONAL]
     truth = words.compare(sinks, diagonals, "sink", "diagonal")
-    return Reveal(truth, (Message.of("course.kinds.said", sinks=sinks, diagonals=diagonals, heads=kinds.size),))
+    said = Message.of("course.kinds.said", sinks=sinks, diagonals=diagonals, heads=trace.heads["kind"].size)
+    return Reveal(truth, (said,))
 
 
 def of_cost(result: Mapping[str, object]) -> Reveal:

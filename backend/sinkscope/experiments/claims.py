@@ -18,7 +18,7 @@ from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message, times
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.experiments import cost
-from sinkscope.experiments.interventions import DIRECTIONS, QUARTERS, SPREAD, Outcome, Spread
+from sinkscope.experiments.interventions import DIRECTIONS, DROP_FROM, QUARTERS, SPREAD, Outcome, Spread
 from sinkscope.experiments.stream_plan import check_values
 from sinkscope.findings import words
 from sinkscope.findings.heads import sink_reading
@@ -123,7 +123,7 @@ def value_little(trace: Trace, removed: tuple[Outcome, Outcome] | None) -> Verdi
         evidence = _said("claims.evidence.value_unrun")
     else:
         intact, dropped = removed
-        evidence = _said("claims.evidence.value_removed", nats=round(dropped.loss - intact.loss, 2))
+        evidence = _said("claims.evidence.value_removed", nats=round(dropped.loss - intact.loss, 2), first=DROP_FROM)
     small = found.value_ratio < 1
     holding = int(small) + int(small and words.share_word(found.reading, found.sinks) != "most")
     return graded("value_little", holding, 2, measured, evidence,
@@ -245,7 +245,7 @@ class Evidence:
     sensitivity: Spread | None = None
     streaming: Mapping[str, float] | None = None
     dense: tuple[Outcome, Outcome] | None = None  # (intact, every head uniform)
-    removed: tuple[Outcome, Outcome] | None = None  # (intact, the first key removed from every layer)
+    removed: tuple[Outcome, Outcome] | None = None  # (intact, interventions.default_drop: layers DROP_FROM ..)
 
 
 def how() -> Message:
