@@ -85,11 +85,11 @@ def test_before_the_first_flag_a_state_can_already_be_huge() -> None:
     found = residual.sink_before({"sink": sink}, layers, first=3)
     assert (found.peak, found.huge_layer, round(found.huge_ratio)) == (2, 1, 668)
     assert found.early and found.huge
-    said = found.said(802.0).text("en")
+    said = found.said().text("en")
     assert "They are already huge there: h^1 holds 802, 668 times its median |h|" in said
     assert "before any channel of it is huge" not in said
     quiet = residual.sink_before({"sink": sink}, {**layers, "top1": np.array([0.9, 30.0, 40.0, 25000.0])}, 3)
-    assert not quiet.huge and "No channel is huge there yet" in quiet.said(40.0).text("en")
+    assert not quiet.huge and "No channel is huge there yet" in quiet.said().text("en")
     assert residual.sink_before({"sink": sink}, layers, first=0) is None
 
 

@@ -39,7 +39,7 @@ def sinks_before(trace: Trace, first: int) -> str:
     found = residual.sink_before(trace.heads, trace.layers, first)
     if found is None:
         return t("massive.from_the_start")
-    return say(found.said(float(trace.layers["top1"][found.huge_layer])))
+    return say(found.said())
 
 
 def channel_map(trace: Trace) -> None:

@@ -70,6 +70,7 @@ class SinkBefore:
     after: float  # the mean sink of layers first .. L - 1
     huge_layer: int  # the state h^l before ``first`` whose top |h| is the largest against its median
     huge_ratio: float  # that ratio: at least HUGE means a channel is already huge there
+    huge_top: float  # that state's top |h|
 
     @property
     def early(self) -> bool:
@@ -80,12 +81,11 @@ class SinkBefore:
     def huge(self) -> bool:
         return self.huge_ratio >= HUGE
 
-    def said(self, top: float) -> Message:
-        """Whether the sink waits for the flagged activations, and how large the states before them already are
-        (``top``: the largest |h| of state ``huge_layer``)."""
+    def said(self) -> Message:
+        """Whether the sink waits for the flagged activations, and how large the states before them already are."""
         key = "massive.sinks_before" if self.early else "massive.sinks_after"
         size = Message.of("massive.huge_before" if self.huge else "massive.small_before", layer=self.huge_layer,
-                          top=round(top), ratio=round(self.huge_ratio), huge=HUGE)  # fmt: skip
+                          top=round(self.huge_top), ratio=round(self.huge_ratio), huge=HUGE)  # fmt: skip
         return Message.of(key, last=self.first - 1, first=self.first, peak=self.peak, before=round(self.before, 2),
                           after=round(self.after, 2), size=size, threshold=threshold())  # fmt: skip
 
@@ -99,4 +99,4 @@ def sink_before(heads: Mapping[str, np.ndarray], layers: Mapping[str, np.ndarray
     ratios = np.asarray(layers["top1"][:first]) / np.maximum(np.asarray(layers["median_abs"][:first]), 1e-12)
     huge_layer = int(np.argmax(ratios))
     return SinkBefore(first, peak, float(per_layer[peak]), float(np.nanmean(per_layer[first:])), huge_layer,
-                      float(ratios[huge_layer]))  # fmt: skip
+                      float(ratios[huge_layer]), float(layers["top1"][huge_layer]))  # fmt: skip
