@@ -17,7 +17,7 @@ test: install browser
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS)  # one torch thread each: the workers fill the cores
 
 # The contributor's loop (under a minute): lint, and every test that needs no browser and no real model.
-FAST_TESTS := metrics findings capture families workers library_inputs census_table claims course export handout html_figures interventions runs \
+FAST_TESTS := metrics findings capture families workers library_inputs model_folders census_table claims course export handout html_figures interventions runs \
 	streaming lab learned_sinks_app
 check: install
 	$(BIN)/ruff check .

@@ -20,6 +20,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import go_to
 from tests.html_figure import html_figure
+from tests.tiny import build_word_model_dir
 from views.state import cache, session
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,11 +90,18 @@ def test_empty_text_shows_a_message_and_keeps_the_previous_result(app: AppTest) 
     assert "last_analysis" not in app.session_state
 
 
-def test_an_unknown_model_shows_a_message(app: AppTest) -> None:
+def test_a_model_that_cannot_be_opened_is_one_sidebar_error(app: AppTest, tmp_path: Path) -> None:
+    broken = build_word_model_dir(tmp_path)
+    (broken / "model.safetensors").write_bytes(b"")
     app.sidebar.selectbox(key="model_choice").set_value("custom").run()
-    app.sidebar.text_input(key="model_path").set_value("/no/such/model").run()
-    assert not app.exception
-    assert any("Unknown model" in e.value for e in app.sidebar.error)
+    for spec, message in [
+        ("no such model", "Unknown model"),
+        ("/no/such/model", "/no/such/model: No such file or directory"),
+        (str(broken), "model.safetensors is empty"),
+    ]:
+        app.sidebar.text_input(key="model_path").set_value(spec).run()
+        assert not app.exception
+        assert len(app.sidebar.error) == 1 and message in app.sidebar.error[0].value
 
 
 def chart(app: AppTest, key: str) -> dict:

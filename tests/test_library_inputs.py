@@ -11,7 +11,7 @@ import pytest
 import sinkscope
 import torch
 from sinkscope.core.capture import analyze, analyze_ids, attention_maps
-from sinkscope.core.errors import InputError
+from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.experiments import cost, interventions, streaming
 from sinkscope.experiments.interventions import DropFirst, Perturb, ReplaceFirst, intervene, outcome
 from transformers import AutoTokenizer
@@ -158,3 +158,18 @@ def test_intervene_refuses_what_is_not_an_intervention() -> None:
     loaded = tiny_loaded("llama-gqa")
     with pytest.raises(InputError, match="'drop' is not an intervention"), intervene(loaded, "drop"):
         pass
+
+
+def test_a_model_moved_to_meta_is_named_not_a_torch_error(random_ids: list[int]) -> None:
+    loaded = tiny_loaded("llama-gqa")
+    loaded.model.to("meta")
+    with pytest.raises(ModelLoadError, match="on the meta device"):
+        analyze_ids(loaded, random_ids)
+    with pytest.raises(ModelLoadError, match="on the meta device"):
+        attention_maps(loaded, random_ids, 0)
+
+
+@pytest.mark.parametrize("spec", [None, 12, b"smollm2-135m"])
+def test_a_model_name_that_is_not_text_is_named(spec: object) -> None:
+    with pytest.raises(InputError, match="spec must be a model name"):
+        sinkscope.load_model(spec)

@@ -20,38 +20,15 @@ from sinkscope.core.capture import analyze
 from sinkscope.core.errors import InputError, ModelLoadError, TokenLimitError
 from sinkscope.core.models import LoadedModel, load_model
 from sinkscope.core.tokens import display_tokens, encode, token_labels
-from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import AutoModelForCausalLM, AutoTokenizer, BertConfig, BertModel, PreTrainedTokenizerFast
+from transformers import AutoModelForCausalLM, AutoTokenizer, BertConfig, BertModel
 
 from tests.conftest import build_tiny
-
-WORDS = [
-    "<unk>",
-    "<s>",
-    "the",
-    "sink",
-    "takes",
-    "attention",
-    "a",
-    "head",
-    ".",
-    "&",
-    "<b>",
-]
-
-
-def word_tokenizer() -> PreTrainedTokenizerFast:
-    vocab = {word: i for i, word in enumerate(WORDS)}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>")
+from tests.tiny import build_word_model_dir
 
 
 @pytest.fixture
 def local_model_dir(tmp_path: Path) -> Path:
-    build_tiny("llama-gqa", "eager").save_pretrained(tmp_path)
-    word_tokenizer().save_pretrained(tmp_path)
-    return tmp_path
+    return build_word_model_dir(tmp_path)
 
 
 def test_a_local_directory_loads_and_analyzes(local_model_dir: Path) -> None:

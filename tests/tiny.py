@@ -50,3 +50,23 @@ def build_tiny_model_dir(folder: Path, family: str = "llama") -> Path:
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+WORDS = ["<unk>", "<s>", "the", "sink", "takes", "attention", "a", "head", ".", "&", "<b>"]
+
+
+def word_tokenizer() -> PreTrainedTokenizerFast:
+    """A whitespace word-level tokenizer of ``WORDS``, with a BOS token: each test word is one token."""
+    vocab = {word: i for i, word in enumerate(WORDS)}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>", bos_token="<s>")
+
+
+def build_word_model_dir(folder: Path) -> Path:
+    """A tiny random GQA Llama (3 layers) with the word tokenizer, saved into ``folder``; returns it."""
+    from tests.conftest import build_tiny
+
+    build_tiny("llama-gqa", "eager").save_pretrained(folder)
+    word_tokenizer().save_pretrained(folder)
+    return folder

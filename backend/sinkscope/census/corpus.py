@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from sinkscope.core.errors import InputError
+from sinkscope.core.errors import InputError, reason_of
 from sinkscope.core.tokens import cut_windows, decode_text
 
 log = logging.getLogger(__name__)
@@ -117,7 +117,7 @@ def _parquet_rows(path: Path, text_column: str) -> int:
     try:
         metadata = pq.read_metadata(path)
     except (OSError, ValueError) as err:  # pyarrow: ArrowInvalid (a ValueError) for a file that is not Parquet
-        raise InputError("error.census_bad_parquet", path=str(path), reason=str(err).splitlines()[0]) from err
+        raise InputError("error.census_bad_parquet", path=str(path), reason=reason_of(err)) from err
     columns = metadata.schema.to_arrow_schema().names
     if text_column not in columns:
         raise InputError("error.census_no_column", path=str(path), column=text_column, columns=", ".join(columns))

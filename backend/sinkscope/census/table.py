@@ -17,7 +17,7 @@ from urllib.parse import unquote
 import numpy as np
 import pandas as pd
 
-from sinkscope.core.errors import InputError
+from sinkscope.core.errors import InputError, reason_of
 from sinkscope.core.names import HEAD_METRICS, KINDS
 
 TEXT, INTEGER, NUMBER = "text", "integer", "number"
@@ -49,7 +49,7 @@ def read_heads_table(source: Path | bytes, name: str, limits: Limits) -> pd.Data
     except (OSError, ValueError, pa.ArrowException) as err:  # ArrowInvalid: not Parquet, or a corrupt file
         if isinstance(err, InputError):
             raise
-        raise InputError("error.census_unreadable", path=name, reason=str(err).splitlines()[0]) from err
+        raise InputError("error.census_unreadable", path=name, reason=reason_of(err)) from err
     if not frames or not sum(len(frame) for frame in frames):
         raise InputError("error.census_not_heads", path=name, missing="-")
     return check_values(pd.concat(frames, ignore_index=True), name)

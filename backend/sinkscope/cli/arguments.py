@@ -9,6 +9,7 @@ import argparse
 import csv
 import logging
 import math
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -98,12 +99,16 @@ def writes_to(args: argparse.Namespace, filename: object) -> bool:
 
 def read_text_file(path: str) -> str:
     """The UTF-8 text of a file, or an error that says what is wrong with it."""
-    file = Path(path)
-    if not file.is_file():
-        raise UsageError(f"Cannot read '{path}': no such file.")
-    if file.stat().st_size > MAX_FILE_BYTES:
+    try:
+        with open(path, "rb") as file:  # a pipe (/dev/stdin) too: read up to the limit, never to the end of it
+            data = file.read(MAX_FILE_BYTES + 1)
+    except IsADirectoryError as err:
+        raise UsageError(f"Cannot read '{path}': it is a folder; pass a text file.") from err
+    except OSError as err:
+        raise UsageError(f"Cannot read '{path}': {os.strerror(err.errno or 0).lower()}.") from err
+    if len(data) > MAX_FILE_BYTES:
         raise UsageError(f"'{path}' is larger than {MAX_FILE_BYTES // 1_000_000} MB; pass a shorter text.")
-    return decode_text(file.read_bytes(), path, MAX_FILE_BYTES)
+    return decode_text(data, path, MAX_FILE_BYTES)
 
 
 def the_text(args: argparse.Namespace) -> str:

@@ -210,6 +210,13 @@ def _layer_metrics(residual: np.ndarray, bos_cosine: np.ndarray) -> tuple[dict[s
     return layers, massive
 
 
+def require_finite(residual: np.ndarray, dtype: str) -> None:
+    """NaN or inf in a hidden state makes every number measured from it meaningless: stop, naming where it starts."""
+    broken = ~np.isfinite(residual).all(axis=(1, 2))  # (layer + 1,)
+    if broken.any():
+        raise ModelLoadError("error.states_not_finite", layer=int(np.argmax(broken)), dtype=dtype)
+
+
 def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
     """Analyze a sequence of token ids in one forward pass (under ``sinkscope.intervene``: the changed run)."""
     require_loaded(loaded)
@@ -227,6 +234,7 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
     recorder = attention.Recorder(residual=[None] * (n_layers + 1))
     run_forward(loaded, ids, recorder)
     residual = recorder.residual_stream()  # (layer + 1, token, d_model)
+    require_finite(residual, loaded.info.dtype)
     layers, massive = _layer_metrics(residual, read_cosines(loaded.model, recorder.residual))
     tokens = display_tokens(loaded.tokenizer, ids) if loaded.tokenizer is not None else tuple(map(str, ids))
     return Trace(

@@ -8,6 +8,19 @@ from __future__ import annotations
 
 from sinkscope.core.i18n import Message
 
+REASON_CHARS = 300
+SHOWN_CHARS = 120
+
+
+def shortened(text: str, chars: int = SHOWN_CHARS) -> str:
+    """A value as a message shows it: a 5,000-character one cut to a readable length."""
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def reason_of(err: BaseException) -> str:
+    """An exception's message as one line of readable length (some span several lines, one ends in a list)."""
+    return shortened(" ".join(str(err).split()) or type(err).__name__, REASON_CHARS)
+
 
 class SinkscopeError(Exception):
     """Base class: the message is written for the person who typed the input."""

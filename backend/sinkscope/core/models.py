@@ -6,6 +6,7 @@ import functools
 import importlib.metadata
 import logging
 import os
+import pickle
 import re
 import shutil
 import tempfile
@@ -20,16 +21,19 @@ from typing import Any
 import numpy as np
 import torch
 from filelock import FileLock
+from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING,
     MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
 )
+from transformers.utils import logging as hf_logging
 
 from sinkscope.core import attention
 from sinkscope.core.bundled import BUNDLED, BundledModel, cache_root, shown_label
-from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core.errors import InputError, ModelLoadError, reason_of, shortened
 from sinkscope.core.families import check_supported, family_of, supported_names
+from sinkscope.core.folders import check_files, check_folder, looks_local
 from sinkscope.core.i18n import Text
 
 log = logging.getLogger(__name__)
@@ -43,6 +47,7 @@ DTYPES = {
     "float16": torch.float16,
 }
 Progress = Callable[[str], None]
+LOAD_ERRORS = (OSError, ValueError, ImportError, RuntimeError, SafetensorError, pickle.UnpicklingError)
 
 
 @dataclass(frozen=True)
@@ -83,6 +88,8 @@ def require_loaded(value: object) -> LoadedModel:
             f"expected a model loaded with sinkscope.load_model(...), got {shown}: "
             f"call model = sinkscope.load_model('smollm2-135m') (or a hub id or folder) and pass model"
         )
+    if value.model.device.type == "meta":  # weights without data: every forward would fail deep inside torch
+        raise ModelLoadError("error.model_meta")
     return value
 
 
@@ -184,29 +191,33 @@ def _remove_orphans(folder: Path, prefix: str) -> None:
 
 def _source_of(spec: str, progress: Progress) -> tuple[str, str]:
     """(where from_pretrained reads, the label to show) for a bundled key, a directory or a hub id."""
+    if not isinstance(spec, str):
+        raise InputError("error.argument_type", name="spec", value=type(spec).__name__, expected="a model name")
+    spec = spec.strip()
     if spec in BUNDLED:
         bundled = BUNDLED[spec]
         if not bundled.installed():
             raise ModelLoadError("error.not_installed", spec=spec, install=bundled.install)
         return str(dequantized_dir(spec, progress)), bundled.label
-    path = Path(spec).expanduser()
-    if path.is_dir():
+    if looks_local(spec):  # a path that does not exist here is the user's to fix, never a hub id to try
+        path = Path(spec).expanduser()
+        check_folder(path)
         return str(path), path.name
-    if HUB_ID.match(spec) and not path.exists():
+    if HUB_ID.match(spec):
         return spec, spec
-    names = ", ".join(BUNDLED)
-    raise ModelLoadError("error.unknown_model", spec=spec, names=names)
+    raise ModelLoadError("error.unknown_model", spec=shortened(spec), names=", ".join(BUNDLED))
 
 
 def _check_causal_lm(source: str, spec: str) -> Any:
+    """The config of a causal language model Sinkscope can measure, once its folder's files are found sound."""
     try:
         config = AutoConfig.from_pretrained(source, trust_remote_code=False)
     except OSError as err:
-        raise ModelLoadError("error.cannot_open", spec=spec, reason=str(err).splitlines()[0]) from err
+        raise ModelLoadError("error.cannot_open", spec=spec, reason=reason_of(err)) from err
     except ValueError as err:
         if "trust_remote_code" in str(err):
             raise ModelLoadError("error.remote_code", spec=spec) from err
-        raise ModelLoadError("error.cannot_open", spec=spec, reason=str(err).splitlines()[0]) from err
+        raise ModelLoadError("error.cannot_open", spec=spec, reason=reason_of(err)) from err
     causal_names = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
     declared = getattr(config, "architectures", None) or []
     is_causal = (
@@ -214,7 +225,12 @@ def _check_causal_lm(source: str, spec: str) -> Any:
     )
     if not is_causal:
         raise ModelLoadError("error.not_causal", spec=spec, model_type=config.model_type)
+    n_layers = getattr(config.get_text_config(), "num_hidden_layers", None)
+    if not isinstance(n_layers, int) or n_layers < 1:
+        raise ModelLoadError("error.no_layers_config", spec=spec, value=repr(n_layers))
     check_supported(config)
+    if Path(source).is_dir():  # a hub id's files are transformers' to fetch and check
+        check_files(Path(source))
     return config
 
 
@@ -226,12 +242,12 @@ def token_limit(config: Any) -> int:
 
 def load_tokenizer(spec: str) -> tuple[Any, int]:
     """A model's tokenizer and token limit without its weights (the census cuts windows with them)."""
-    source, _ = _source_of(spec.strip(), log.info)
+    source, _ = _source_of(spec, log.info)
     config = _check_causal_lm(source, spec)
     try:
         return AutoTokenizer.from_pretrained(source, trust_remote_code=False), token_limit(config)
     except (OSError, ValueError, ImportError) as err:
-        raise ModelLoadError("error.cannot_load", spec=spec, reason=str(err).splitlines()[0]) from err
+        raise ModelLoadError("error.cannot_load", spec=spec, reason=reason_of(err)) from err
 
 
 def model_info(model: Any, name: str, label: str) -> ModelInfo:
@@ -283,24 +299,63 @@ def load_model(
     attention.register()
     device = resolve_device(device)  # before any work: a missing device is the user's to fix
     torch_dtype = resolve_dtype(dtype, device)
-    source, label = _source_of(spec.strip(), progress)
+    source, label = _source_of(spec, progress)
     _check_causal_lm(source, spec)
     progress(f"Loading {label} on {device}…")
     try:
-        model = AutoModelForCausalLM.from_pretrained(
-            source,
-            dtype=torch_dtype,
-            attn_implementation=attention.ATTENTION_NAME,
-            trust_remote_code=False,
-        )
+        with _loading_quietly():
+            model, report = AutoModelForCausalLM.from_pretrained(
+                source,
+                dtype=torch_dtype,
+                attn_implementation=attention.ATTENTION_NAME,
+                trust_remote_code=False,
+                ignore_mismatched_sizes=True,  # reported below as one sentence, not transformers' table
+                output_loading_info=True,
+            )
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
-    except (OSError, ValueError, ImportError) as err:
-        raise ModelLoadError("error.cannot_load", spec=spec, reason=str(err).splitlines()[0]) from err
+    except LOAD_ERRORS as err:
+        raise ModelLoadError("error.cannot_load", spec=spec, reason=reason_of(err)) from err
+    check_weights(model, report, spec)
     model.to(device).eval().requires_grad_(False)
     if device == "cpu":
         lay_out_for_decoding(model)
     check_capture(model)
     return LoadedModel(model, tokenizer, model_info(model, spec, label))
+
+
+def _errors_only(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.ERROR
+
+
+@contextmanager
+def _loading_quietly() -> Iterator[None]:
+    """Within: transformers prints neither its load report (``check_weights`` says what matters) nor a progress bar."""
+    report_log, bars = logging.getLogger("transformers.modeling_utils"), hf_logging.is_progress_bar_enabled()
+    report_log.addFilter(_errors_only)  # a filter, not a level: transformers reads that logger's level
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        report_log.removeFilter(_errors_only)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def check_weights(model: Any, report: dict[str, list], spec: str) -> None:
+    """Refuse weights that would measure nothing real: of another shape, missing (left random), NaN or infinite."""
+    if report["mismatched_keys"]:
+        mismatched = sorted(report["mismatched_keys"])
+        weight, found, expected = mismatched[0]
+        shapes = {"found": " × ".join(map(str, found)), "expected": " × ".join(map(str, expected))}
+        raise ModelLoadError("error.weights_shape", spec=spec, n=len(mismatched), weight=weight, **shapes)
+    if report["missing_keys"]:
+        missing = sorted(report["missing_keys"])
+        raise ModelLoadError("error.weights_missing", spec=spec, n=len(missing), weight=missing[0])
+    if report["unexpected_keys"]:
+        log.info("%d tensors in %s's files are not used by the model", len(report["unexpected_keys"]), spec)
+    damaged = next((name for name, p in model.named_parameters() if not torch.isfinite(p).all()), None)
+    if damaged is not None:
+        raise ModelLoadError("error.weights_not_finite", spec=spec, name=damaged)
 
 
 def check_capture(model: Any) -> None:
@@ -314,7 +369,7 @@ def check_capture(model: Any) -> None:
     except ModelLoadError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as err:  # a family calling its own kernels fails here
-        found = {"family": family.name, "reason": str(err).splitlines()[0], "supported": supported_names()}
+        found = {"family": family.name, "reason": reason_of(err), "supported": supported_names()}
         raise ModelLoadError("error.not_interface", **found) from err
     require_every_layer(recorder, n_layers, family.name)
     if not family.tested:

@@ -22,7 +22,7 @@ import plotly.io as pio
 from kaleido.errors import KaleidoError
 from PIL import Image, ImageDraw, ImageFont
 
-from sinkscope.core.errors import ExportError
+from sinkscope.core.errors import ExportError, reason_of
 from sinkscope.core.tokens import visible
 
 FORMATS = ("png", "svg")
@@ -118,7 +118,7 @@ def _drawn(draw: Callable[[], T]) -> T:
 
 def _failed(err: Exception) -> ExportError:
     log.warning("Static export failed: %s", err)
-    return ExportError("export.failed", error=str(err).splitlines()[0] if str(err) else type(err).__name__)
+    return ExportError("export.failed", error=reason_of(err))
 
 
 def image(fig: go.Figure, fmt: str, caption: str) -> bytes:
