@@ -214,6 +214,7 @@ def test_figure_writes_a_texts_slides_with_their_captions_in_the_language_asked(
         "figure", "--text", "Le gardien du phare montait l'escalier.", "--out", str(tmp_path), "--lang", "fr"
     )
     assert done.returncode == 0, done.stderr
+    assert [line for line in done.stderr.splitlines() if not line.startswith("Loading ")] == []  # no Kaleido chatter
     names = ["head_map", "kind_counts", "depth_profile", "sink_head", "diagonal_head"]
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.{f}" for n in names for f in ("png", "svg"))
     assert all((tmp_path / f"{n}.png").read_bytes().startswith(b"\x89PNG") for n in names)

@@ -4,11 +4,14 @@ example heads a slide shows (hand-built inputs)."""
 from __future__ import annotations
 
 import io
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from xml.etree import ElementTree
 
 import numpy as np
 import plotly.graph_objects as go
+import psutil
 import pytest
 from kaleido.errors import KaleidoError
 from PIL import Image
@@ -64,6 +67,22 @@ def test_a_slide_shows_the_strongest_sink_and_the_strongest_diagonal() -> None:
     assert slides.example_heads({"sink": sink, "diagonal": diagonal}) == {"sink": (1, 1), "diagonal": (0, 0)}
 
 
+class FakeBrowser:
+    """Kaleido's browser, drawing with ``write``: what Chromium would do, without one."""
+
+    def __init__(self, write: Callable[[list[dict], bool], None]) -> None:
+        self.write = write
+
+    async def open(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def write_fig_from_object(self, specs: list[dict], cancel_on_error: bool) -> None:
+        self.write(specs, cancel_on_error)
+
+
 def test_a_figure_chromium_fails_to_draw_is_told_with_its_reason_not_as_a_missing_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -71,7 +90,7 @@ def test_a_figure_chromium_fails_to_draw_is_told_with_its_reason_not_as_a_missin
         assert cancel_on_error  # Kaleido's default returns render errors instead of raising them
         raise KaleidoError(525, "plotly.js: bad figure")
 
-    monkeypatch.setattr(export.kaleido, "write_fig_from_object_sync", fails)
+    monkeypatch.setattr(export.kaleido, "Kaleido", lambda: FakeBrowser(fails))
     with pytest.raises(export.ExportError) as err:
         export.write_all({"head_map": go.Figure()}, {"head_map": "caption"}, tmp_path, ("png",))
     assert err.value.message.text("en") == "The figure could not be drawn as an image: Error 525: plotly.js: bad figure"
@@ -90,9 +109,33 @@ def test_kaleido_drawing_before_its_page_is_ready_is_tried_once_more(
         for spec in specs:
             spec["path"].write_bytes(SVG.encode())
 
-    monkeypatch.setattr(export.kaleido, "write_fig_from_object_sync", first_too_early)
+    monkeypatch.setattr(export.kaleido, "Kaleido", lambda: FakeBrowser(first_too_early))
     written = export.write_all({"head_map": go.Figure()}, {"head_map": "caption"}, tmp_path, ("svg",))
     assert calls == [1, 1] and written[0].read_text().endswith("caption</text></svg>")
+
+
+@pytest.mark.parametrize(
+    ("browser", "said"),
+    [
+        ("sleep 600", "Chromium did not finish drawing the figure within 2 seconds"),
+        ("echo 'cannot open display' >&2; exit 1", "The browser seemed to close immediately after starting"),
+    ],
+)
+def test_a_browser_that_hangs_or_fails_ends_the_render_and_leaves_nothing_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, browser: str, said: str
+) -> None:
+    """Issue 38: after Kaleido could not start its browser, ``sinkscope figure`` printed its error and never exited
+    (a thread read the output of a browser nobody closed); one that never answers hung the command outright."""
+    script = tmp_path / "browser.sh"
+    script.write_text(f"#!/bin/sh\n{browser}\n")
+    script.chmod(0o755)
+    monkeypatch.setenv("BROWSER_PATH", str(script))
+    monkeypatch.setattr(export, "RENDER_SECONDS", 2)
+    threads = set(threading.enumerate())
+    with pytest.raises(export.ExportError, match=said):
+        export.write_all({"head_map": go.Figure()}, {"head_map": "caption"}, tmp_path, ("svg",))
+    assert not [t for t in set(threading.enumerate()) - threads if not t.daemon]  # nothing holds the exit
+    assert not psutil.Process().children(recursive=True)
 
 
 class OneCharacterTokenizer:

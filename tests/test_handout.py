@@ -8,7 +8,9 @@ import re
 
 from PIL import Image
 from sinkscope.core.capture import analyze_ids, attention_maps
+from sinkscope.core.tokens import analyzed_part, encode
 from sinkscope.plot import handout, slides
+from transformers import AutoTokenizer
 
 from tests.conftest import tiny_loaded
 from tests.test_app import ROOT
@@ -16,14 +18,14 @@ from tests.test_app import ROOT
 BOARD = (["claim", "verdict"], [["Sinks <b>exist</b>", "reproduces"]], "Of 1 claims: 1 reproduce here.")
 
 
-def build(lang: str, text: str = "a <script>text</script>") -> tuple[str, object]:
+def build(lang: str, text: str = "a <script>text</script>", cut: bool = False) -> tuple[str, object]:
     loaded = tiny_loaded("llama-gqa")
     ids = list(range(1, 20))
     trace = analyze_ids(loaded, ids)
     heads = {kind: ((layer, head), attention_maps(loaded, ids, layer).weights[head])
              for kind, (layer, head) in slides.example_heads(trace.heads).items()}  # fmt: skip
     definitions = (ROOT / "docs" / f"metrics{'' if lang == 'en' else '.' + lang}.md").read_text(encoding="utf-8")
-    return handout.handout_html(trace, heads, BOARD, definitions, "tiny", text, lang=lang), trace
+    return handout.handout_html(trace, heads, BOARD, definitions, "tiny", text, lang=lang, cut=cut), trace
 
 
 def test_the_handout_holds_the_rate_the_figures_two_heads_the_scoreboard_and_the_definitions() -> None:
@@ -63,3 +65,17 @@ def test_the_printed_definitions_are_those_of_what_the_handout_shows_and_the_map
 def test_the_handout_shows_a_texts_control_and_bidirectional_characters_instead_of_obeying_them() -> None:
     page, _ = build("en", text="left \u202eright\x01")
     assert "left [U+202E]right␁" in page and "\u202e" not in page and "\x01" not in page
+
+
+def test_a_truncated_texts_handout_holds_what_was_analyzed_and_says_so(tiny_dir: str) -> None:
+    """Issue 38: the handout of a truncated text embedded the whole 204,800-character original (figures: T = 512)."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_dir)
+    text = "Sinks park attention on the first token. " * 5000
+    ids = encode(tokenizer, text, 64, truncate=True)
+    read = analyzed_part(tokenizer, text, ids)
+    assert text.startswith(read) and len(read) < 1000 and encode(tokenizer, read, 64) == ids
+    short = "Sinks park attention."
+    assert analyzed_part(tokenizer, short, encode(tokenizer, short, 64)) == short
+    page, trace = build("en", read, cut=True)
+    assert len(page) < 200_000 and f"read its first {trace.n_tokens} tokens" in page
+    assert "read its first" not in build("en")[0]

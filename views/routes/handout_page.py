@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 from sinkscope.core.capture import Trace
+from sinkscope.core.tokens import analyzed_part
 from sinkscope.plot import handout, slides
 
 from views.state import cache, session, url_state
@@ -23,7 +24,8 @@ def document(request: session.Request, trace: Trace) -> str:
     board = ([t(scoreboard.COLUMNS[name]) for name in PRINTED], rows, scoreboard.summary(verdicts).strip("*"))
     definitions = session.definitions_file(language()).read_text(encoding="utf-8")
     model = charts.model_name(request.model)
-    return handout.handout_html(trace, heads, board, definitions, model, request.text, lang=language())
+    read = analyzed_part(cache.get_model(request.model, request.dtype).tokenizer, request.text, trace.token_ids)
+    return handout.handout_html(trace, heads, board, definitions, model, read, language(), cut=read != request.text)
 
 
 def page() -> None:

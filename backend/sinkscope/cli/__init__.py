@@ -36,7 +36,8 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr, force=True)
+    logging.basicConfig(level=logging.ERROR, format="%(message)s", stream=sys.stderr, force=True)
+    logging.getLogger("sinkscope").setLevel(logging.INFO)  # our progress lines; Kaleido's chatter stays out
     try:
         check_outputs(args)
         args.run(args)

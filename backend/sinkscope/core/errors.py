@@ -19,7 +19,8 @@ def shortened(text: str, chars: int = SHOWN_CHARS) -> str:
 
 def reason_of(err: BaseException) -> str:
     """An exception's message as one line of readable length (some span several lines, one ends in a list)."""
-    return shortened(" ".join(str(err).split()) or type(err).__name__, REASON_CHARS)
+    parts = err.args if len(err.args) > 1 and all(isinstance(part, str) for part in err.args) else (str(err),)
+    return shortened(" ".join(" ".join(parts).split()) or type(err).__name__, REASON_CHARS)  # not a tuple's repr
 
 
 class SinkscopeError(Exception):

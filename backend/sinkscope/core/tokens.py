@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from sinkscope.core.errors import InputError, TokenLimitError
@@ -52,17 +53,35 @@ def encode(
         text.encode("utf-8")
     except UnicodeEncodeError as err:  # a lone surrogate: no tokenizer can read it
         raise InputError("error.bad_character", position=err.start, code=f"U+{ord(text[err.start]):04X}") from None
-    window = max((limit + 2) * longest_token(tokenizer), COUNTED_CHARS)  # the first limit + 1 tokens lie inside
-    ids = list(tokenizer(text[:window], add_special_tokens=False)["input_ids"])
+    counted = _beginning(tokenizer, text, limit)
+    ids = list(tokenizer(counted, add_special_tokens=False)["input_ids"])
     if add_bos is None:
         add_bos = adds_bos_by_default(tokenizer)
     if add_bos and has_bos(tokenizer):
         ids = [tokenizer.bos_token_id, *ids]
     if len(ids) > limit:
         if not truncate:
-            raise TokenLimitError(len(ids) if len(text) <= window else None, limit)
+            raise TokenLimitError(len(ids) if counted == text else None, limit)
         ids = ids[:limit]
     return ids
+
+
+def _beginning(tokenizer: Any, text: str, tokens: int) -> str:
+    """The characters of ``text`` that hold its first ``tokens`` + 1 tokens (at least ``COUNTED_CHARS``)."""
+    return text[: max((tokens + 2) * longest_token(tokenizer), COUNTED_CHARS)]
+
+
+def analyzed_part(tokenizer: Any, text: str, ids: Sequence[int]) -> str:
+    """The part of ``text`` an analysis of ``ids`` (``encode``'s) read: all of it, or the beginning a truncation
+    kept, cut where its last token ends."""
+    body = len(ids) - int(bool(ids) and has_bos(tokenizer) and ids[0] == tokenizer.bos_token_id)
+    counted = _beginning(tokenizer, text, body)
+    ends = [
+        end for _, end in tokenizer(counted, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+    ]
+    if counted == text and body >= len(ends):
+        return text
+    return text[: ends[body - 1]] if body else ""
 
 
 def cut_windows(tokenizer: Any, text: str, length: int, count: int) -> list[tuple[int, list[int]]]:
@@ -72,8 +91,7 @@ def cut_windows(tokenizer: Any, text: str, length: int, count: int) -> list[tupl
     lead = [tokenizer.bos_token_id] if adds_bos_by_default(tokenizer) else []
     body_length = length - len(lead)
     needed = body_length * count
-    window = max((needed + 2) * longest_token(tokenizer), COUNTED_CHARS)
-    body = list(tokenizer(text[:window], add_special_tokens=False)["input_ids"])[:needed]
+    body = list(tokenizer(_beginning(tokenizer, text, needed), add_special_tokens=False)["input_ids"])[:needed]
     starts = range(0, len(body) - body_length + 1, body_length)
     return [(start, lead + body[start : start + body_length]) for start in starts]
 

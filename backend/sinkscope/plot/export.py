@@ -6,19 +6,23 @@ is downloaded at run time. The caption goes on a strip under the image, so a sli
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import html
 import io
 import logging
 import os
 import re
 import shutil
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
 import kaleido
 import plotly.graph_objects as go
-import plotly.io as pio
+import psutil
 from kaleido.errors import KaleidoError
 from PIL import Image, ImageDraw, ImageFont
 
@@ -35,7 +39,9 @@ CAPTION_FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"  # Debian's, be
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
 NOT_READY = "kaleido_scopes is not defined"  # Kaleido's JavaScript error when its page has not loaded yet
 DRAW_ERRORS = (RuntimeError, ValueError, OSError, KaleidoError)  # Chromium missing or failing, a figure refused
+RENDER_SECONDS = 90  # one render, Chromium's start included (Kaleido's own limit per image); a hung browser ends it
 T = TypeVar("T")
+Draw = Callable[[kaleido.Kaleido], Awaitable[T]]  # what to draw with an open browser
 log = logging.getLogger(__name__)
 
 
@@ -102,22 +108,65 @@ def _scale(fmt: str) -> int:
     return PNG_SCALE if fmt == "png" else 1
 
 
-def _drawn(draw: Callable[[], T]) -> T:
+def _drawn(draw: Draw[T]) -> T:
     """``draw()``, once more when Kaleido's page was not ready; an ``ExportError`` when it fails."""
     try:
-        return draw()
+        return _bounded(draw)
     except DRAW_ERRORS as err:
         if NOT_READY not in str(err):
             raise _failed(err) from err
         log.info("Kaleido's page was not ready; drawing again")  # on a loaded machine it may render too early
     try:
-        return draw()
+        return _bounded(draw)
     except DRAW_ERRORS as err:
         raise _failed(err) from err
 
 
+def _bounded(draw: Draw[T]) -> T:
+    """``draw(browser)`` on an event loop of its own thread (a notebook's running loop is not ours), for at most
+    RENDER_SECONDS, the browser closed whatever happens: Kaleido's helpers leave one that failed to start open,
+    and the thread that reads its output then keeps the command from ever exiting."""
+
+    async def within() -> T:
+        browser = kaleido.Kaleido()
+        try:
+            return await asyncio.wait_for(_opened_and_drawn(browser, draw), RENDER_SECONDS)
+        except BaseException:
+            _end_processes(browser)  # a browser that failed may never answer the close below
+            raise
+        finally:
+            await browser.close()
+
+    start = time.monotonic()
+    try:
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(asyncio.run, within()).result()
+    except DRAW_ERRORS as err:
+        if time.monotonic() - start >= RENDER_SECONDS:  # cancelled: whatever Kaleido raised then, time ran out
+            raise ExportError("export.timeout", seconds=RENDER_SECONDS) from err
+        raise
+
+
+def _end_processes(browser: kaleido.Kaleido) -> None:
+    """Kill the browser's process and every process it started (a wrapper runs Chromium, Chromium its helpers)."""
+    started = getattr(browser, "subprocess", None)  # absent when the browser was never started
+    if started is None:
+        return
+    with contextlib.suppress(psutil.NoSuchProcess):
+        root = psutil.Process(started.pid)
+        for process in [*root.children(recursive=True), root]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                process.kill()
+    started.wait()  # reaped: the close that follows sees it ended and sends it nothing
+
+
+async def _opened_and_drawn(browser: kaleido.Kaleido, draw: Draw[T]) -> T:
+    await browser.open()
+    return await draw(browser)
+
+
 def _failed(err: Exception) -> ExportError:
-    log.warning("Static export failed: %s", err)
+    log.debug("Static export failed: %r", err)  # the error's own message is what the user sees
     return ExportError("export.failed", error=reason_of(err))
 
 
@@ -126,7 +175,8 @@ def image(fig: go.Figure, fmt: str, caption: str) -> bytes:
     Chromium cannot draw it."""
     if fmt not in FORMATS:
         raise ExportError("export.unknown_format", fmt=fmt, formats=", ".join(FORMATS))
-    drawn = _drawn(lambda: pio.to_image(fig, format=fmt, width=WIDTH, height=HEIGHT, scale=_scale(fmt)))
+    opts = {"format": fmt, "width": WIDTH, "height": HEIGHT, "scale": _scale(fmt)}
+    drawn = _drawn(lambda browser: browser.calc_fig(fig.to_dict(), opts=opts))
     return with_caption(drawn, fmt, caption)
 
 
@@ -142,7 +192,7 @@ def write_all(
         for name, fig in figures.items() for fmt in formats
     ]  # fmt: skip
     # Kaleido itself, not plotly's write_images: that one drops a figure's render error and writes no file
-    _drawn(lambda: kaleido.write_fig_from_object_sync(specs, cancel_on_error=True))
+    _drawn(lambda browser: browser.write_fig_from_object(specs, cancel_on_error=True))
     for spec in specs:
         path = spec["path"]
         path.write_bytes(with_caption(path.read_bytes(), spec["opts"]["format"], captions[path.stem]))

@@ -90,9 +90,11 @@ def handout_html(
     model: str,
     text: str,
     lang: str = "en",
+    cut: bool = False,
 ) -> str:
     """The handout. ``heads``: kind -> ((layer, head), its attention map); ``scoreboard``: (column titles, rows,
-    summary line), already in the viewer's language; ``definitions``: the metric definitions' Markdown."""
+    summary line), already in the viewer's language; ``definitions``: the metric definitions' Markdown; ``text``:
+    what the analysis read (``tokens.analyzed_part``), ``cut`` when that is the beginning of a longer text."""
     tr = Text(lang)
     figures = []
     for kind, ((layer, head), weights) in heads.items():
@@ -106,6 +108,7 @@ def handout_html(
 <h1>{html.escape(tr("handout.title"))}</h1>
 <p class="meta">{html.escape(model)} · T = {trace.n_tokens}</p>
 <blockquote>{html.escape(visible(text))}</blockquote>
+{f'<p class="meta">{html.escape(tr("handout.cut", n=trace.n_tokens))}</p>' if cut else ""}
 <h2>{html.escape(tr("handout.rate_heading"))}</h2>
 <p>{html.escape(tr("handout.rate", rate=round(trace.sink_rate(), 1), n=trace.n_tokens, eps=DEFAULT_EPS))}</p>
 <div class="overview">{head_map_html(trace.heads, "sink", lang=lang)}
