@@ -8,6 +8,10 @@ browser console, and only then the root (streamlit/streamlit#7074). Serving thos
 states the address (``window.__streamlit.BACKEND_BASE_URL``, which the page reads before guessing)
 removes the guess.
 
+A link is one request line, and a shared text makes it long. uvicorn's HTTP parser (h11) holds at most 16 KB of
+an unfinished request: a longer link that reaches the server in pieces was answered with a reset connection, so
+the server holds as much as the longest link Chromium sends, and the app, not the socket, says what it refused.
+
 On start, a background thread loads the default model and analyzes the example texts into the shared cache,
 so the first visitors (a whole class opening one link) find their heatmaps ready.
 """
@@ -26,12 +30,17 @@ import streamlit as st
 from starlette.middleware import Middleware
 from starlette.responses import HTMLResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http import h11_impl
 
 from views.site import URL_PATHS
 from views.state.cache import warm_examples
 
 MARKER = "<head>"
+LONGEST_LINK = 2 * 1024 * 1024  # bytes: Chromium sends no longer URL
 log = logging.getLogger("sinkscope.serve")
+
+# Streamlit passes uvicorn no h11 limit, so each connection takes this fallback, read when it opens.
+h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE = LONGEST_LINK + 64 * 1024  # the link, and room for the headers
 
 
 @cache

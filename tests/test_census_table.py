@@ -98,10 +98,17 @@ def test_empty_identity_cells_and_missing_columns_are_named() -> None:
     table = pa.Table.from_pandas(heads_table()).set_column(2, "doc_id", pa.array(["a"] * 539 + [None]))
     buffer = io.BytesIO()
     pq.write_table(table, buffer)
-    with pytest.raises(InputError, match="column doc_id has 1 empty cells"):
+    with pytest.raises(InputError, match=r"column doc_id has 1 empty cell\.$"):
         read_heads(buffer.getvalue(), "heads.parquet", HOSTED)
     with pytest.raises(InputError, match=r"not a census heads table \(missing columns: layer\)"):
         read_heads(parquet(heads_table().drop(columns="layer")), "heads.parquet", HOSTED)
+
+
+def test_a_table_with_no_rows_or_a_sink_column_of_nan_is_refused_for_what_it_is() -> None:
+    with pytest.raises(InputError, match="heads.parquet is a census heads table with no rows"):
+        read_heads(parquet(heads_table().iloc[:0]), "heads.parquet", HOSTED)
+    with pytest.raises(InputError, match="column sink has 540 empty cells"):  # it was drawn as a 0 % sink rate
+        read_heads(parquet(heads_table().assign(sink=np.nan)), "heads.parquet", HOSTED)
 
 
 def test_a_missing_metric_is_nan_but_a_table_written_before_learned_sink_reads_as_zero() -> None:

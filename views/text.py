@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextvars
 import html
+import re
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -55,6 +56,15 @@ def kind_label(kind: object) -> str:
 def say(what: Message | SinkscopeError) -> str:
     """An engine message or error, in this run's language."""
     return (what.message if isinstance(what, SinkscopeError) else what).text(language())
+
+
+# what makes a link, emphasis, code or maths in the middle of a line
+MARKDOWN_SIGNS = re.compile(r"([\\`*_\[\]<>#$~|])")
+
+
+def plain(text: str) -> str:
+    """A visitor's text shown literally inside Streamlit markdown: ``[x](javascript:...)`` is no link."""
+    return MARKDOWN_SIGNS.sub(r"\\\1", text)
 
 
 def coloured(text: str, colour: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from urllib.parse import quote
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
@@ -55,6 +56,16 @@ def test_a_link_keeps_the_tab_and_an_edit_and_says_when_a_text_is_too_long(page:
     expect(
         page.get_by_text(re.compile("longer than 1,500 characters, so a copied link will not carry it"))
     ).to_be_visible(timeout=LOAD)
+
+
+def test_a_link_holding_a_long_text_opens_the_app_with_the_text_not_a_reset_connection(
+    page: Page, app_url: str
+) -> None:
+    """A 300,000-character link reaches the server in pieces, past uvicorn's 16 KB default (issue 38, item 4)."""
+    text = "The keeper counts ships. " * 12_000
+    page.goto(f"{app_url}/?text={quote(text)}")
+    expect(page.get_by_text(re.compile("^The text has more than 2,048 tokens"))).to_be_visible(timeout=LOAD)
+    assert page.get_by_test_id("stSidebar").get_by_label("Text").evaluate("box => box.value.length") == len(text)
 
 
 def test_typed_scores_become_your_own_and_the_caption_follows_them(page: Page, app_url: str) -> None:

@@ -37,7 +37,10 @@ def restore() -> None:
     for part in unknown:
         url_state.ignore("answers", part)
     state["course_step"], state["course_answers"] = index or 0, answers
-    state.setdefault("present", params.get("present") == "1")
+    present = params.get("present", "0")
+    if present not in ("0", "1"):
+        url_state.ignore("present", present)
+    state.setdefault("present", present == "1")
 
 
 def answer(index: int, choice: str) -> None:

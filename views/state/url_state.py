@@ -8,14 +8,17 @@ from urllib.parse import urlencode
 
 import streamlit as st
 from sinkscope.core.bundled import BUNDLED
-from sinkscope.core.i18n import LANGUAGES
+from sinkscope.core.errors import shortened
+from sinkscope.core.i18n import LANGUAGES, Message
 from sinkscope.core.names import HEAD_METRICS
 from sinkscope.serving.settings import Settings
 
-from views.text import t
+from views.text import plain, say, t
 
 CUSTOM = "custom"
 URL_TEXT_LIMIT = 1500  # longer custom texts are not put in the URL
+NAMED_VALUES = 6  # a notice names this many of a link's unusable values and counts the rest
+VALUE_CHARS = 40  # each cut to this length: a hostile link's 10,000-character value stays one short line
 
 
 def _flag(value: str) -> bool:
@@ -65,10 +68,29 @@ def ignore(param: str, value: str) -> None:
     st.session_state.setdefault("url_ignored", []).append(f"{param}={value}")
 
 
+def refuse(key: str, **params: object) -> None:
+    """Note a link's value the app refuses for a reason of its own (a text over the box's limit): its own notice."""
+    st.session_state.setdefault("url_refused", []).append(Message.of(key, **params))
+
+
 def show_ignored() -> None:
-    """The link's unusable values as one notice, on the run that found them."""
-    if st.session_state.get("url_ignored"):
-        st.warning(t("side.url_ignored", values=", ".join(st.session_state.pop("url_ignored"))))
+    """The link's unusable values as one notice, and each refusal as its own, on the run that found them."""
+    for message in st.session_state.pop("url_refused", []):
+        st.warning(say(message))
+    ignored = list(dict.fromkeys(st.session_state.pop("url_ignored", [])))
+    if not ignored:
+        return
+    values = ", ".join(plain(shortened(value, VALUE_CHARS)) for value in ignored[:NAMED_VALUES])
+    if len(ignored) > NAMED_VALUES:
+        values = t("side.url_ignored_more", values=values, n=len(ignored) - NAMED_VALUES)
+    st.warning(t("side.url_ignored", values=values))
+
+
+def _note_repeats(params: st.runtime.state.QueryParamsProxy) -> None:
+    """A key the link gives twice (``step=2&step=5``): the app reads the last; the others are named."""
+    for key in params:
+        for value in params.get_all(key)[:-1]:
+            ignore(key, value)
 
 
 def _restore_model(model: str | None, config: Settings, prefix: str = "") -> None:
@@ -78,15 +100,20 @@ def _restore_model(model: str | None, config: Settings, prefix: str = "") -> Non
     if not config.allows(model):  # a hosted app opens only the models it lists
         ignore(prefix + "model", model)
         return
+    if model in BUNDLED and config.hosted and not BUNDLED[model].installed():  # its visitors cannot install one
+        refuse("side.url_model_missing", model=BUNDLED[model].label)
+        return
     if model in BUNDLED:
         state[prefix + "model_choice"] = model
     elif not config.hosted:
         state[prefix + "model_choice"], state[prefix + "model_path"] = CUSTOM, model
 
 
-def _restore_text(params: Mapping[str, str], examples: Collection[str], prefix: str = "") -> None:
+def _restore_text(params: Mapping[str, str], examples: Collection[str], config: Settings, prefix: str = "") -> None:
     state = st.session_state
-    if prefix + "text" in params:
+    if prefix + "text" in params and len(params[prefix + "text"]) > config.max_text_chars:
+        refuse("side.url_text_too_long", n=len(params[prefix + "text"]), limit=config.max_text_chars)
+    elif prefix + "text" in params:
         state[prefix + "example"] = state[prefix + "loaded_example"] = CUSTOM
         state[prefix + "text"] = params[prefix + "text"]
     elif params.get(prefix + "example") in examples:
@@ -101,8 +128,9 @@ def restore_from_url(config: Settings, examples: Collection[str]) -> None:
     if state.get("url_restored"):
         return
     state["url_restored"] = True
+    _note_repeats(params)
     _restore_model(params.get("model"), config)
-    _restore_text(params, examples)
+    _restore_text(params, examples, config)
     if "lang" in params and params["lang"].strip().lower()[:2] not in LANGUAGES:
         ignore("lang", params["lang"])
     parsers = FIELDS | dict.fromkeys(FLAGS, _flag)
@@ -117,7 +145,7 @@ def restore_from_url(config: Settings, examples: Collection[str]) -> None:
 def restore_side(prefix: str, params: Mapping[str, str], config: Settings, examples: Collection[str]) -> None:
     """One side of the compare page from ``<prefix>model``, ``<prefix>example`` or ``<prefix>text``, ``<prefix>bos``."""
     _restore_model(params.get(prefix + "model"), config, prefix)
-    _restore_text(params, examples, prefix)
+    _restore_text(params, examples, config, prefix)
     try:
         if prefix + "bos" in params:
             st.session_state[prefix + "add_bos"] = _flag(params[prefix + "bos"])

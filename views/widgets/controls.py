@@ -54,8 +54,14 @@ def _take_upload(prefix: str) -> None:
 
 
 def _text_edited(prefix: str) -> None:
-    """Any edit of an example makes the text the user's own, so a shared link carries the edited text."""
-    state = st.session_state
+    """Any edit of an example makes the text the user's own, so a shared link carries the edited text; a text
+    over the box's limit is refused whole (a cut nobody asked for) and the one before it kept."""
+    state, limit = st.session_state, shared().settings.max_text_chars
+    state.pop(prefix + "text_error", None)
+    if len(state.get(prefix + "text", "")) > limit:
+        state[prefix + "text_error"] = t("side.text_too_long", n=len(state[prefix + "text"]), limit=limit)
+        state[prefix + "text"] = state.get(prefix + "text_kept", "")
+        return
     example = state.get(prefix + "example")
     if example in EXAMPLES and state.get(prefix + "text") != EXAMPLES[example]["text"]:
         state[prefix + "example"] = state[prefix + "loaded_example"] = CUSTOM
@@ -72,9 +78,12 @@ def _text_input(prefix: str = "") -> str:
         if st.session_state.get(prefix + "loaded_example") != example:
             st.session_state[prefix + "text"] = EXAMPLES[example]["text"]  # an example fills the box; edits are kept
             st.session_state[prefix + "loaded_example"] = example
-    max_chars = shared().settings.max_upload_bytes  # a paste is held to the upload limit
-    text = st.text_area(t("side.text"), key=prefix + "text", height=180, max_chars=max_chars,
-                        on_change=_text_edited, args=(prefix,))  # fmt: skip
+            st.session_state.pop(prefix + "text_error", None)
+    # no max_chars: Streamlit's box drops a longer paste without a word; _text_edited refuses it and says why
+    text = st.text_area(t("side.text"), key=prefix + "text", height=180, on_change=_text_edited, args=(prefix,))
+    st.session_state[prefix + "text_kept"] = text
+    if prefix + "text_error" in st.session_state:
+        st.error(st.session_state[prefix + "text_error"])
     if st.session_state.get(prefix + "example") == CUSTOM and text.strip():  # how much of a text a link carries
         st.caption(t("side.not_in_url" if len(text) > URL_TEXT_LIMIT else "side.in_url", limit=URL_TEXT_LIMIT))
     limit_kb = shared().settings.max_upload_bytes // 1024

@@ -25,6 +25,7 @@ COLUMNS = {
     "model": TEXT, "length": INTEGER, "doc_id": TEXT, "start": INTEGER, "layer": INTEGER, "head": INTEGER,
     **dict.fromkeys(HEAD_METRICS, NUMBER), "kind": TEXT,
 }  # fmt: skip
+MEASURED = ("sink", "diagonal", "entropy")  # every head of a window of 2 tokens or more has these: NaN is no census
 OPTIONAL = {"learned_sink": 0.0}  # added in 0.3: a table written before it measured plain softmax, which takes 0
 PARTITIONS = ("model", "length")  # a census folder's path: heads/model=<name>/length=<n>/part-<id>.parquet
 
@@ -51,7 +52,7 @@ def read_heads_table(source: Path | bytes, name: str, limits: Limits) -> pd.Data
             raise
         raise InputError("error.census_unreadable", path=name, reason=reason_of(err)) from err
     if not frames or not sum(len(frame) for frame in frames):
-        raise InputError("error.census_not_heads", path=name, missing="-")
+        raise InputError("error.census_no_rows", path=name)
     return check_values(pd.concat(frames, ignore_index=True), name)
 
 
@@ -75,7 +76,7 @@ def _check_size(parts: list[tuple[Any, dict[str, str]]], name: str, limits: Limi
     """Refuse a table from its metadata alone: no row is decoded before its size is known to fit."""
     rows = sum(file.metadata.num_rows for file, _ in parts)
     if rows > limits.rows:
-        raise InputError("error.census_rows", path=name, rows=f"{rows:,}", limit=f"{limits.rows:,}")
+        raise InputError("error.census_rows", path=name, rows=rows, limit=limits.rows)
     decoded = sum(_decoded_bytes(file) for file, _ in parts)
     if decoded > limits.decoded_bytes:
         mb = 1024 * 1024
@@ -126,10 +127,11 @@ def _holds(arrow_type: Any, kind: str) -> bool:
 
 def check_values(frame: pd.DataFrame, name: str) -> pd.DataFrame:
     """Every column as the statistics need it: identities whole and integers where they count, metrics finite
-    or NaN (a two-token window has no previous_token), kinds among the four. Returns the table, typed."""
+    or NaN (a two-token window has no previous_token) but never NaN where every window has a value (a NaN sink
+    would count as a head that does not sink), kinds among the four. Returns the table, typed."""
     for column, kind in COLUMNS.items():
         values = frame[column]
-        if kind != NUMBER and values.isna().any():
+        if (kind != NUMBER or column in MEASURED) and values.isna().any():
             raise InputError("error.census_nulls", path=name, column=column, n=int(values.isna().sum()))
         if kind == INTEGER:
             numbers = pd.to_numeric(values, errors="coerce")

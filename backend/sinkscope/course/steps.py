@@ -57,12 +57,11 @@ def step_index(value: str | None) -> int | None:
 
 
 def parse_answers(value: str | None) -> tuple[tuple[str | None, ...], list[str]]:
-    """(one answer or None per step, the link's parts that are no choice of their step)."""
-    parts = (value or "").split(SEPARATOR)[: len(STEPS)]
+    """(one answer or None per step, the link's parts that are no choice of their step or come after the last)."""
     answers: list[str | None] = [None] * len(STEPS)
     unknown = []
-    for index, part in enumerate(parts):
-        if part in STEPS[index].choices:
+    for index, part in enumerate((value or "").split(SEPARATOR)):
+        if index < len(STEPS) and part in STEPS[index].choices:
             answers[index] = part
         elif part:
             unknown.append(part)

@@ -42,5 +42,10 @@ class Settings:
             max_census_mb=int(env.get("SINKSCOPE_MAX_CENSUS_MB", 64 if hosted else 1024)),
         )
 
+    @property
+    def max_text_chars(self) -> int:
+        """The most characters the text box takes, pasted or from a link: as many as an upload may have bytes."""
+        return self.max_upload_bytes
+
     def allows(self, model: str) -> bool:
         return not self.models or model in self.models
