@@ -441,7 +441,7 @@ def test_both_bad_sides_of_a_compare_link_are_named_on_the_first_load() -> None:
     at.query_params.update({"a_example": "english", "a_bos": "maybe", "b_example": "english", "b_bos": "2"})
     go_to(at, "compare").run()
     assert not at.exception, at.exception
-    notices = " ".join(w.value for w in at.warning).replace("\\", "")  # as markdown shows it: a\\_bos is a_bos
+    notices = " ".join(w.value for w in at.warning).replace("\\", "")  # as markdown shows it: a\_bos is a_bos
     assert "a_bos=maybe" in notices and "b_bos=2" in notices
 
 
