@@ -26,6 +26,11 @@ SIZES = dict(
     num_key_value_heads=2, max_position_embeddings=512, pad_token_id=0, bos_token_id=1, eos_token_id=2,
 )  # fmt: skip
 LAYER_TYPES = ["sliding_attention", "full_attention", "sliding_attention"]
+GPT_SIZES = dict(vocab_size=96, n_embd=64, n_layer=3, n_head=4, bos_token_id=1, eos_token_id=2)
+OPT_SIZES = dict(
+    vocab_size=96, hidden_size=64, ffn_dim=128, num_hidden_layers=3, num_attention_heads=4, max_position_embeddings=512,
+    pad_token_id=0, bos_token_id=1, eos_token_id=2,
+)  # fmt: skip
 MATRIX = {
     "llama": transformers.LlamaConfig(**SIZES),
     "mistral": transformers.MistralConfig(**SIZES, sliding_window=7),
@@ -34,7 +39,7 @@ MATRIX = {
     "gemma": transformers.GemmaConfig(**SIZES, head_dim=16),
     "gemma2": transformers.Gemma2Config(**SIZES, head_dim=16, sliding_window=7, layer_types=LAYER_TYPES),
     "gemma3": transformers.Gemma3TextConfig(**SIZES, head_dim=16, sliding_window=7, layer_types=LAYER_TYPES),
-    "gpt2": transformers.GPT2Config(vocab_size=96, n_embd=64, n_layer=3, n_head=4, bos_token_id=1, eos_token_id=2),
+    "gpt2": transformers.GPT2Config(**GPT_SIZES),
     "gpt_neox": transformers.GPTNeoXConfig(**SIZES),  # Pythia: parallel residual, a quarter of each head rotates
     "olmo2": transformers.Olmo2Config(**SIZES),
     "phi3": transformers.Phi3Config(**SIZES, partial_rotary_factor=0.5),
@@ -46,7 +51,27 @@ MATRIX = {
     "gpt_oss-full": transformers.GptOssConfig(
         **SIZES, head_dim=16, num_local_experts=4, num_experts_per_tok=2, layer_types=["full_attention"] * 3,
     ),  # streams: no sliding windows (YaRN rotary, as gpt-oss ships)
+    "opt": transformers.OPTConfig(**OPT_SIZES, word_embed_proj_dim=64),
+    "opt-350m": transformers.OPTConfig(**OPT_SIZES, word_embed_proj_dim=32, do_layer_norm_before=False),  # post-norm
+    "phi": transformers.PhiConfig(**SIZES, partial_rotary_factor=0.5),  # phi-1, phi-2: parallel, partial rotary
+    "gptj": transformers.GPTJConfig(**GPT_SIZES, rotary_dim=8),  # interleaved rotary on the first 8 dimensions
+    "codegen": transformers.CodeGenConfig(**GPT_SIZES, rotary_dim=8),
+    "gpt_bigcode": transformers.GPTBigCodeConfig(**GPT_SIZES, multi_query=True),  # one key and value for all heads
+    "olmo3": transformers.Olmo3Config(**SIZES, sliding_window=7, layer_types=LAYER_TYPES),
+    "apertus": transformers.ApertusConfig(**SIZES),
+    # below: no record, the structure found at load (families.found)
+    "mixtral": transformers.MixtralConfig(**SIZES, num_local_experts=4, num_experts_per_tok=2),
+    "qwen2_moe": transformers.Qwen2MoeConfig(
+        **SIZES, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32
+    ),
+    "olmoe": transformers.OlmoeConfig(**SIZES, num_experts=4, num_experts_per_tok=2),
+    "cohere": transformers.CohereConfig(**SIZES),  # parallel attention and MLP, LayerNorm without bias
+    "cohere2": transformers.Cohere2Config(**SIZES, sliding_window=7, layer_types=LAYER_TYPES),
+    "stablelm": transformers.StableLmConfig(**SIZES),
+    "starcoder2": transformers.Starcoder2Config(**SIZES),
+    "glm4": transformers.Glm4Config(**SIZES, head_dim=16),  # a norm after attention as well as before it
 }  # fmt: skip
+FOUND = ("mixtral", "qwen2_moe", "olmoe", "cohere", "cohere2", "stablelm", "starcoder2", "glm4")
 REFUSED = {
     "falcon": transformers.FalconConfig(vocab_size=96, hidden_size=64, num_hidden_layers=2, num_attention_heads=4),
     "qwen3_next": transformers.Qwen3NextConfig(
@@ -54,7 +79,10 @@ REFUSED = {
         layer_types=["linear_attention", "full_attention"],
     ),
 }  # fmt: skip
-STREAMS = {"llama", "qwen2", "qwen3", "gemma", "gpt_neox", "olmo2", "phi3", "smollm3", "granite", "gpt_oss-full"}
+STREAMS = {
+    "llama", "qwen2", "qwen3", "gemma", "gpt_neox", "olmo2", "phi3", "smollm3", "granite", "gpt_oss-full", "phi",
+    "apertus",
+}  # fmt: skip
 N_TOKENS = 40
 
 
@@ -181,7 +209,8 @@ def test_turning_a_query_back_equals_the_familys_own_rotation_at_the_earlier_pos
 
     def at(position: int) -> torch.Tensor:
         cos, sin = model.base_model.rotary_emb(query, torch.tensor([[position]]))
-        return own(query, query, cos, sin)[0]
+        turned = cos.shape[-1] if name == "phi" else query.shape[-1]  # Phi's attention splits them off itself
+        return torch.cat([own(query[..., :turned], query[..., :turned], cos, sin)[0], query[..., turned:]], dim=-1)
 
     rotary = streaming.rotary_of(model)
     torch.testing.assert_close(rotary.turn_back(at(30), 17), at(13), atol=1e-5, rtol=1e-5)
@@ -221,10 +250,37 @@ def test_a_familys_declared_features_are_what_its_model_passes_to_attention(name
     assert family.sliding_windows or not any(family.sliding_layers(MATRIX[name]))
 
 
-def test_every_family_in_the_matrix_has_its_adapter() -> None:
-    covered = {families.family_of(config).name for config in MATRIX.values()}
-    assert covered == {family.name for family in families.FAMILIES}
-    assert all(families.family_of(config).tested for config in MATRIX.values())
+def test_every_family_in_the_matrix_has_its_adapter_or_is_found() -> None:
+    declared = {families.family_of(config).name for name, config in MATRIX.items() if name not in FOUND}
+    assert declared == {family.name for family in families.FAMILIES}
+    assert all(families.family_of(MATRIX[name]).tested for name in MATRIX if name not in FOUND)
+    for name in FOUND:
+        info = loaded_tiny(name).info
+        assert info.family_found and "structure found, not declared" in info.badge()
+
+
+@pytest.mark.parametrize("name", list(MATRIX))
+def test_the_output_projection_is_the_map_that_reads_what_attention_wrote(name: str, ids: list[int]) -> None:
+    """The value metrics weigh each head by W_O^h: the projection the record names (or the probe found) must be the
+    one whose input is the attention's output, (token, head * head_dim), in every layer."""
+    loaded = loaded_tiny(name)
+    family, written, read = families.family_of(loaded.model.config), [], []
+
+    def attend(module, query, key, value, mask, scaling=None, softcap=None, s_aux=None):  # noqa: ANN001, ANN202
+        out, _ = chunked.eager(query, key, value, mask, scaling, softcap, s_aux)  # (1, token, head, head_dim)
+        written.append(out.reshape(out.shape[1], -1))  # (token, head * head_dim)
+        return out, None
+
+    projections = [family.attention_of(block).get_submodule(family.output_projection) for block in
+                   family.decoder_blocks(loaded.model)]  # fmt: skip
+    hooks = [p.register_forward_pre_hook(lambda _, args: read.append(args[0][0])) for p in projections]
+    with attention.overriding(attend), torch.inference_mode():
+        loaded.model(input_ids=torch.tensor([ids]), use_cache=False)
+    for hook in hooks:
+        hook.remove()
+    assert len(read) == len(written) == MATRIX[name].num_hidden_layers
+    for wrote, projected in zip(written, read, strict=True):
+        torch.testing.assert_close(projected.reshape(wrote.shape), wrote)
 
 
 @pytest.mark.parametrize("name", list(REFUSED))

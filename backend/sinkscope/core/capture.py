@@ -107,7 +107,7 @@ def decoder_layers(model: Any) -> torch.nn.ModuleList:
     """The list of decoder blocks, where the model's family keeps it (layers, h, ...)."""
     family = family_of(model.config)
     n_layers = model.config.get_text_config().num_hidden_layers
-    blocks = getattr(model.base_model, family.blocks, None)
+    blocks = family.decoder_blocks(model)
     if not isinstance(blocks, torch.nn.ModuleList) or len(blocks) != n_layers:
         raise ModelLoadError("error.no_layers", n=n_layers, model=family.name)
     return blocks

@@ -32,7 +32,7 @@ from transformers.utils import logging as hf_logging
 from sinkscope.core import attention
 from sinkscope.core.bundled import BUNDLED, BundledModel, cache_root, shown_label
 from sinkscope.core.errors import InputError, ModelLoadError, reason_of, shortened
-from sinkscope.core.families import check_supported, family_of, supported_names
+from sinkscope.core.families import check_supported, family_of, find_family, supported_names
 from sinkscope.core.folders import check_files, check_folder, looks_local
 from sinkscope.core.i18n import Text
 
@@ -62,13 +62,15 @@ class ModelInfo:
     n_kv_heads: int
     max_tokens: int
     family: str = "Llama"  # sinkscope.core.families: the adapter this model is measured with
+    family_found: bool = False  # its structure found in the module tree at load, not declared by a record
 
     def badge(self, lang: str = "en") -> str:
         """The model's one-line description in ``lang``: the label's and the attention's own words translated."""
         tr = Text(lang)
         label = shown_label(self.label, lang)
         kernel = tr("badge.attention") if self.attention == attention.ATTENTION_LABEL else self.attention
-        return tr("badge", label=label, dtype=self.dtype, device=self.device, attention=kernel)
+        badge = tr("badge", label=label, dtype=self.dtype, device=self.device, attention=kernel)
+        return badge + tr("badge.found", family=self.family) if self.family_found else badge
 
 
 @dataclass(frozen=True)
@@ -266,6 +268,7 @@ def model_info(model: Any, name: str, label: str) -> ModelInfo:
         n_kv_heads=getattr(config, "num_key_value_heads", None) or n_heads,
         max_tokens=token_limit(model.config),
         family=family.name,
+        family_found=family.found,
     )
 
 
@@ -361,15 +364,17 @@ def check_weights(model: Any, report: dict[str, list], spec: str) -> None:
 def check_capture(model: Any) -> None:
     """Refuse, at load, a model whose attention does not reach Sinkscope in every layer: a three-token forward
     must call ``sinkscope.core.attention`` once per layer, with no argument it would have to ignore."""
-    family, n_layers = family_of(model.config), model.config.get_text_config().num_hidden_layers
+    n_layers = model.config.get_text_config().num_hidden_layers
     recorder = attention.Recorder()
     try:
+        family = find_family(model)
         with torch.inference_mode(), attention.recording(recorder):
             model(input_ids=torch.zeros(1, 3, dtype=torch.long, device=model.device), use_cache=False)
     except ModelLoadError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as err:  # a family calling its own kernels fails here
-        found = {"family": family.name, "reason": reason_of(err), "supported": supported_names()}
+        family_type = model.config.get_text_config().model_type
+        found = {"family": family_type, "reason": reason_of(err), "supported": supported_names()}
         raise ModelLoadError("error.not_interface", **found) from err
     require_every_layer(recorder, n_layers, family.name)
     if not family.tested:

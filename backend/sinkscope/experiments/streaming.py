@@ -111,6 +111,8 @@ def rotary_of(model: torch.nn.Module) -> Rotary:
     config, family = model.config.get_text_config(), family_of(model.config)
     rope = getattr(model.base_model, "rotary_emb", None)
     rope_type = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
+    if family.found:  # its module names were found at load; its positions were not, and streaming turns them
+        raise ModelLoadError("error.streaming_found", family=family.name)
     if not family.rotary or rope is None or rope_type not in TURNABLE_ROPE or any(family.sliding_layers(config)):
         raise ModelLoadError("error.streaming_model", model_type=family.name)
     return Rotary(rope.inv_freq.float(), family.rope_layers(config))

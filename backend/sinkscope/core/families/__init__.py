@@ -1,29 +1,30 @@
 """One adapter per decoder family, and the registry that finds a model's.
 
 Adding a family is one file here (a ``Family`` record, or a subclass where a lookup differs) and one row of
-the family matrix in tests/test_families.py. A model type outside the registry gets Llama's layout, marked
-untested; ``sinkscope.core.models`` then checks at load that every layer's attention reaches Sinkscope.
+the family matrix in tests/test_families.py. A model type outside the registry has its structure found at load
+(``found.find``: one probe forward), never guessed; ``sinkscope.core.models`` then checks that every layer's
+attention reaches Sinkscope.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from sinkscope.core.errors import ModelLoadError
-from sinkscope.core.families import gemma, gpt2, gpt_neox, gpt_oss, llama, olmo2, smollm3
+from sinkscope.core.families import found, gemma, gpt2, gpt_neox, gpt_oss, gptj, llama, olmo2, opt, phi, smollm3
 from sinkscope.core.families.base import Family, Refused
 from sinkscope.core.families.refused import REFUSED
 from sinkscope.core.i18n import Message
 
 FAMILIES: tuple[Family, ...] = (
     *llama.FAMILIES, *gemma.FAMILIES, *gpt2.FAMILIES, *gpt_neox.FAMILIES, *olmo2.FAMILIES, *gpt_oss.FAMILIES,
-    *smollm3.FAMILIES,
+    *smollm3.FAMILIES, *opt.FAMILIES, *phi.FAMILIES, *gptj.FAMILIES,
 )  # fmt: skip
 _BY_TYPE: dict[str, Family] = {model_type: family for family in FAMILIES for model_type in family.model_types}
 _REFUSED: dict[str, Refused] = {model_type: refused for refused in REFUSED for model_type in refused.model_types}
+_FOUND: dict[str, Family] = {}  # model type -> the structure found at its first load (it is the type's code)
 
-__all__ = ["FAMILIES", "REFUSED", "Family", "Refused", "check_supported", "family_of", "supported_names"]
+__all__ = ["FAMILIES", "REFUSED", "Family", "Refused", "check_supported", "family_of", "find_family", "supported_names"]
 
 
 def _model_type(config: Any) -> str:
@@ -45,6 +46,17 @@ def check_supported(config: Any) -> None:
 
 
 def family_of(config: Any) -> Family:
-    """The family of a model's config; an unknown model type gets Llama's layout, marked untested."""
+    """The family of a model's config: its record, or the structure ``find_family`` found when it was loaded."""
     model_type = _model_type(config)
-    return _BY_TYPE.get(model_type) or replace(llama.LLAMA, name=model_type, model_types=(model_type,), tested=False)
+    family = _BY_TYPE.get(model_type) or _FOUND.get(model_type)
+    if family is None:
+        raise ModelLoadError("error.family_not_found", model_type=model_type)
+    return family
+
+
+def find_family(model: Any) -> Family:
+    """The family of a model about to be measured: its record, else its structure found once from the model."""
+    model_type = _model_type(model.config)
+    if model_type not in _BY_TYPE and model_type not in _FOUND:
+        _FOUND[model_type] = found.find(model)
+    return family_of(model.config)

@@ -16,38 +16,39 @@ import torch
 
 @dataclass(frozen=True)
 class Family:
-    """One decoder architecture. Attribute names are those of transformers' own modeling file."""
+    """One decoder architecture. Names are paths in transformers' own modeling file (``decoder.layers``)."""
 
     name: str  # as people write it: "GPT-NeoX (Pythia)"
     model_types: tuple[str, ...]  # config.model_type values it covers
-    blocks: str = "layers"  # attribute of the base model holding the decoder blocks
+    blocks: str = "layers"  # path under the base model to the decoder blocks
     input_norm: str | None = "input_layernorm"  # the block's norm before attention; None: post-norm (reads h^l raw)
-    final_norm: str = "norm"  # attribute of the base model
-    attention: str = "self_attn"  # attribute of a block holding its attention module
-    output_projection: str = "o_proj"  # attribute of the attention module: heads -> d_model
+    final_norm: str | None = "norm"  # path under the base model; None: h^L is read raw
+    attention: str = "self_attn"  # path under a block to its attention module
+    output_projection: str = "o_proj"  # path under the attention module: heads -> d_model
     conv1d_output: bool = False  # GPT-2's Conv1D stores its weight as (in, out)
-    rotary: bool = True  # rotary positions (else learned or absolute ones, added to h^0)
+    rotary: bool = True  # rotary positions turned as half-split pairs (else learned, absolute or interleaved ones)
     learned_sinks: bool = False  # a sink logit per head, passed to attention as ``s_aux``
     softcap: bool = False  # tanh soft-capping of the scores
     sliding_windows: bool = False  # some layers see only their last ``sliding_window`` keys
     tested: bool = True  # in the family matrix of tests/test_families.py
+    found: bool = False  # its structure found in the module tree at load (``found.find``), not declared here
 
     def decoder_blocks(self, model: Any) -> torch.nn.ModuleList:
-        return getattr(model.base_model, self.blocks)
+        return model.base_model.get_submodule(self.blocks)
 
     def read_norms(self, model: Any) -> list[torch.nn.Module | None]:
         """What attention applies to each h^l: layer l+1's input norm (None: it reads h^l raw), the final norm
         for h^L."""
         blocks = self.decoder_blocks(model)
-        firsts = [getattr(block, self.input_norm) if self.input_norm else None for block in blocks]
-        return [*firsts, getattr(model.base_model, self.final_norm)]
+        firsts = [block.get_submodule(self.input_norm) if self.input_norm else None for block in blocks]
+        return [*firsts, model.base_model.get_submodule(self.final_norm) if self.final_norm else None]
 
     def attention_of(self, block: torch.nn.Module) -> torch.nn.Module:
-        return getattr(block, self.attention)
+        return block.get_submodule(self.attention)
 
     def output_weight(self, attention: torch.nn.Module) -> torch.Tensor:
         """The attention output projection as (d_model, heads * head_dim), without its bias."""
-        weight = getattr(attention, self.output_projection).weight
+        weight = attention.get_submodule(self.output_projection).weight
         return weight.T if self.conv1d_output else weight
 
     def rope_layers(self, config: Any) -> tuple[bool, ...]:

@@ -1,4 +1,5 @@
-"""GPT-2: blocks in ``h``, LayerNorms ``ln_1``/``ln_f``, a Conv1D output projection, learned positions."""
+"""GPT-2 and GPT-BigCode (StarCoder, SantaCoder): blocks in ``h``, LayerNorms ``ln_1``/``ln_f``, output projection
+``c_proj`` (GPT-2's a Conv1D, BigCode's a Linear, its keys and values shared by every head), learned positions."""
 
 from sinkscope.core.families.base import Family
 
@@ -7,4 +8,9 @@ GPT2 = Family(
     output_projection="c_proj", conv1d_output=True, rotary=False,
 )  # fmt: skip
 
-FAMILIES = (GPT2,)
+GPT_BIGCODE = Family(
+    "GPT-BigCode (StarCoder)", ("gpt_bigcode",), blocks="h", input_norm="ln_1", final_norm="ln_f", attention="attn",
+    output_projection="c_proj", rotary=False,
+)  # fmt: skip
+
+FAMILIES = (GPT2, GPT_BIGCODE)
