@@ -23,7 +23,7 @@ from transformers.masking_utils import sdpa_mask
 
 from sinkscope.core.chunked import Kept, MaskFacts, chunked_attention
 from sinkscope.core.errors import ModelLoadError
-from sinkscope.core.families import family_of
+from sinkscope.core.families import name_of
 from sinkscope.core.reduce import HEAD_SUMS, Reducer, output_gram, projected_norms, value_norms
 
 ATTENTION_NAME = "sinkscope"
@@ -217,7 +217,7 @@ def check_arguments(module: torch.nn.Module, dropout: float, kwargs: dict[str, o
     unknown += ["is_causal"] * (kwargs.get("is_causal") is False) + ["dropout"] * bool(dropout)
     if unknown:
         config = getattr(module, "config", None)
-        family = family_of(config).name if config is not None else type(module).__name__
+        family = name_of(config) if config is not None else type(module).__name__
         raise ModelLoadError("error.attention_argument", family=family, argument=", ".join(unknown))
 
 

@@ -24,7 +24,10 @@ _BY_TYPE: dict[str, Family] = {model_type: family for family in FAMILIES for mod
 _REFUSED: dict[str, Refused] = {model_type: refused for refused in REFUSED for model_type in refused.model_types}
 _FOUND: dict[str, Family] = {}  # model type -> the structure found at its first load (it is the type's code)
 
-__all__ = ["FAMILIES", "REFUSED", "Family", "Refused", "check_supported", "family_of", "find_family", "supported_names"]
+__all__ = [
+    "FAMILIES", "REFUSED", "Family", "Refused", "check_supported", "family_of", "find_family", "name_of",
+    "supported_names",
+]  # fmt: skip
 
 
 def _model_type(config: Any) -> str:
@@ -52,6 +55,14 @@ def family_of(config: Any) -> Family:
     if family is None:
         raise ModelLoadError("error.family_not_found", model_type=model_type)
     return family
+
+
+def name_of(config: Any) -> str:
+    """A model's family as a message names it: its record's or its found name, else its model type (its structure
+    may not be found yet: a refusal during the probe names it so)."""
+    model_type = _model_type(config)
+    family = _BY_TYPE.get(model_type) or _FOUND.get(model_type)
+    return family.name if family is not None else model_type
 
 
 def find_family(model: Any) -> Family:

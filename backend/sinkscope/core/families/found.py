@@ -7,7 +7,7 @@ transformers hands it. From the order of the calls:
 - a block's attention is the module the attention function was handed inside it;
 - the norm attention reads through is the last norm the block ran before its attention (none: post-norm);
 - the output projection is the first linear map the attention ran after the attention function, heads x head_dim
-  -> d_model;
+  -> d_model, reading exactly what the function returned (else a gate or a norm lies between: refused);
 - the final norm is the base model's norm that ran after the last block (none: h^L is read raw).
 
 What cannot be found is refused naming the missing piece. Positions are not found: a found family does not stream.
@@ -24,13 +24,18 @@ from transformers.pytorch_utils import Conv1D
 from sinkscope.core.errors import ModelLoadError
 from sinkscope.core.families.base import Family
 
+LINEAR = (torch.nn.Linear, Conv1D)
+PROBE_IDS = torch.tensor([[5, 7, 11]])  # (batch, token): not the padding id 0, whose embedding is often zero
+
 
 @dataclass
 class Probe:
     """What one forward pass ran, in order: every module, and each call of the attention function."""
 
     calls: list[torch.nn.Module] = field(default_factory=list)  # modules in the order their forward began
-    attended: list[tuple[int, torch.nn.Module, int]] = field(default_factory=list)  # (call index, module, heads*dim)
+    inputs: dict[int, torch.Tensor] = field(default_factory=dict)  # a linear map's id -> its first input
+    # (call index, attention module, what the attention function returned as (token, head * head_dim))
+    attended: list[tuple[int, torch.nn.Module, torch.Tensor]] = field(default_factory=list)
     softcap: bool = False  # whether transformers handed the attention function a soft-cap ...
     learned_sinks: bool = False  # ... or a learned sink logit per head (s_aux)
     _under: dict[int, frozenset[int]] = field(default_factory=dict)
@@ -51,7 +56,7 @@ def find(model: Any) -> Family:
     blocks_name = _blocks(base, config.num_hidden_layers, name)
     blocks = base.get_submodule(blocks_name)
     _require_attention_in_every_block(probe, blocks, model, name)
-    at, attention, width = next(entry for entry in probe.attended if probe.inside(entry[1], blocks[0]))
+    at, attention, written = next(entry for entry in probe.attended if probe.inside(entry[1], blocks[0]))
     return Family(
         name=name,
         model_types=(config.model_type,),
@@ -59,7 +64,7 @@ def find(model: Any) -> Family:
         input_norm=_read_norm(probe, blocks[0], at),
         final_norm=_final_norm(probe, base, blocks[-1]),
         attention=_path(blocks[0], attention),
-        output_projection=_output_projection(probe, attention, at, width, config.hidden_size, name),
+        output_projection=_output_projection(probe, attention, at, written, config.hidden_size, name),
         conv1d_output=isinstance(_projection_module(probe, attention, at), Conv1D),
         rotary=False,  # positions are not found: a found family does not stream
         learned_sinks=probe.learned_sinks,
@@ -88,15 +93,22 @@ def _probe(model: Any) -> Probe:
     probe = Probe()
 
     def attend(module, query, key, value, mask, scaling=None, softcap=None, s_aux=None):  # noqa: ANN001, ANN202
-        probe.attended.append((len(probe.calls), module, query.shape[1] * value.shape[-1]))
         probe.softcap |= softcap is not None
         probe.learned_sinks |= s_aux is not None
-        return chunked.eager(query, key, value, mask, scaling, softcap, s_aux)
+        out, weights = chunked.eager(query, key, value, mask, scaling, softcap, s_aux)  # (1, token, head, head_dim)
+        probe.attended.append((len(probe.calls), module, out.reshape(out.shape[1], -1)))  # (token, head * head_dim)
+        return out, weights
 
-    hooks = [m.register_forward_pre_hook(lambda module, _: probe.calls.append(module)) for m in model.modules()]
+    def called(module: torch.nn.Module, args: tuple) -> None:
+        probe.calls.append(module)
+        if isinstance(module, LINEAR) and args:
+            probe.inputs.setdefault(id(module), args[0][0])  # (token, in_features)
+
+    vocab = model.get_input_embeddings().num_embeddings
+    hooks = [m.register_forward_pre_hook(called) for m in model.modules()]
     try:
         with attention.overriding(attend), torch.inference_mode():
-            model(input_ids=torch.zeros(1, 3, dtype=torch.long, device=model.device), use_cache=False)
+            model(input_ids=PROBE_IDS.to(model.device) % vocab, use_cache=False)
     finally:
         for hook in hooks:
             hook.remove()
@@ -133,15 +145,22 @@ def _final_norm(probe: Probe, base: torch.nn.Module, last_block: torch.nn.Module
 
 
 def _projection_module(probe: Probe, attention: torch.nn.Module, attention_at: int) -> torch.nn.Module | None:
-    linear = (torch.nn.Linear, Conv1D)
-    return next((m for m in probe.calls[attention_at:] if isinstance(m, linear) and probe.inside(m, attention)), None)
+    return next((m for m in probe.calls[attention_at:] if isinstance(m, LINEAR) and probe.inside(m, attention)), None)
 
 
-def _output_projection(probe: Probe, attention: torch.nn.Module, at: int, width: int, d_model: int, name: str) -> str:
+def _output_projection(
+    probe: Probe, attention: torch.nn.Module, at: int, written: torch.Tensor, d_model: int, name: str
+) -> str:
+    """The first linear map after the attention function, if it maps heads x head_dim to d_model and reads exactly
+    what attention wrote: the value metrics weigh each head by its W_O^h, which a gate or a norm between would
+    change."""
     projection = _projection_module(probe, attention, at)
     if projection is None:
         raise ModelLoadError("error.found_missing", family=name, piece="output_projection")
     weight = projection.weight.T if isinstance(projection, Conv1D) else projection.weight  # (out, in)
-    if tuple(weight.shape) != (d_model, width):
+    if tuple(weight.shape) != (d_model, written.shape[-1]):
         raise ModelLoadError("error.found_missing", family=name, piece="output_projection")
+    read = probe.inputs[id(projection)]
+    if read.shape != written.shape or not torch.allclose(read.float(), written.float(), rtol=1e-4, atol=1e-6):
+        raise ModelLoadError("error.found_transformed", family=name)
     return _path(attention, projection)
