@@ -12,7 +12,7 @@ import torch
 from sinkscope.core import attention, capture, metrics
 from sinkscope.core.arrays import bin_index, pool_max
 from sinkscope.core.bundled import DEFAULT_MODEL
-from sinkscope.core.capture import analyze, analyze_ids, attention_maps, decoder_layers
+from sinkscope.core.capture import analyze, analyze_ids, attention_maps
 from sinkscope.core.models import dequantized_dir
 from transformers import AutoModelForCausalLM
 
@@ -74,7 +74,7 @@ def test_one_layer_run_from_the_trace_equals_hugging_face_and_the_forward(name: 
     reference, loaded = eager_reference(name, long_ids), tiny_loaded(name)
     trace = analyze_ids(loaded, long_ids)
     earlier_blocks_ran = []
-    hook = decoder_layers(loaded.model)[0].register_forward_hook(lambda *_: earlier_blocks_ran.append(1))
+    hook = loaded.blocks[0].register_forward_hook(lambda *_: earlier_blocks_ran.append(1))
     for layer, expected in enumerate(reference.attentions):
         alone = attention_maps(loaded, long_ids, layer, start=trace.residual[layer])
         assert np.abs(alone.weights - expected[0].numpy()).max() <= 1e-5

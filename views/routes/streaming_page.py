@@ -11,7 +11,6 @@ import streamlit as st
 from sinkscope import plot
 from sinkscope.core.errors import InputError, SinkscopeError
 from sinkscope.core.models import LoadedModel
-from sinkscope.core.tokens import encode
 from sinkscope.experiments import streaming
 from sinkscope.experiments.stream_plan import REAL_CACHE, StreamResults, StreamSetup, plan, run_job
 from sinkscope.serving.runs import RunQueue
@@ -80,7 +79,7 @@ def stream_ids(loaded: LoadedModel, source: str, n_tokens: int, text: str) -> li
     """The first tokens of the chosen text (only its beginning is tokenized: the built-in one is 465,000 characters)."""
     chosen = streaming.builtin_text() if source == "builtin" else text
     try:
-        return encode(loaded.tokenizer, chosen, n_tokens, truncate=True, add_bos=False)
+        return loaded.encode(chosen, n_tokens, truncate=True, add_bos=False)
     except InputError:
         return []  # an empty text: the page says it is too short
 

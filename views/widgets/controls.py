@@ -7,7 +7,7 @@ from sinkscope.core.bundled import BUNDLED
 from sinkscope.core.errors import InputError, SinkscopeError, TokenLimitError
 from sinkscope.core.i18n import LANGUAGES
 from sinkscope.core.models import LoadedModel, resolve_device
-from sinkscope.core.tokens import adds_bos_by_default, decode_text, encode, has_bos
+from sinkscope.core.tokens import adds_bos_by_default, decode_text, has_bos
 from sinkscope.serving.settings import Settings
 
 from views.state import navigation
@@ -99,7 +99,7 @@ def _token_count_caption(loaded: LoadedModel, text: str, add_bos: bool | None) -
     limit = token_limit(loaded)
     n_tokens: int | None = 0
     try:
-        n_tokens = len(encode(loaded.tokenizer, text, limit, add_bos=add_bos))
+        n_tokens = len(loaded.encode(text, limit, add_bos=add_bos))
     except TokenLimitError as err:
         n_tokens = err.n_tokens  # None: too long to count in full
     except SinkscopeError:

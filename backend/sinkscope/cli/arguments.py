@@ -118,11 +118,8 @@ def the_text(args: argparse.Namespace) -> str:
 
 def ids_of(args: argparse.Namespace, loaded: object) -> list[int]:
     """The text's token ids within the model's limit; --max-tokens N keeps only the first N."""
-    from sinkscope.core.tokens import encode
-
-    limit = min(args.max_tokens or loaded.info.max_tokens, loaded.info.max_tokens)
     try:
-        return encode(loaded.tokenizer, the_text(args) or "", limit, truncate=args.max_tokens is not None)
+        return loaded.encode(the_text(args) or "", args.max_tokens, truncate=args.max_tokens is not None)
     except TokenLimitError as err:
         raise UsageError(f"{err} Pass --max-tokens N to use only the first N tokens.") from err
 

@@ -7,22 +7,19 @@ reduces them as it goes, and ``attention_maps`` recomputes one layer's maps on d
 from __future__ import annotations
 
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
 
 from sinkscope.core import attention, metrics, ranges
-from sinkscope.core.errors import InputError, ModelLoadError, TokenLimitError
-from sinkscope.core.families import family_of
+from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.models import LoadedModel, ModelInfo, check_ids, require_every_layer, require_loaded
 from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, HEAD_METRICS, LAYER_COLUMNS, LAYER_METRICS, Kind
 from sinkscope.core.reduce import HEAD_SUMS
-from sinkscope.core.tokens import display_tokens, encode
+from sinkscope.core.tokens import display_tokens
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -103,60 +100,6 @@ class Trace:
         return pd.DataFrame(rows, columns=list(columns))
 
 
-def decoder_layers(model: Any) -> torch.nn.ModuleList:
-    """The list of decoder blocks, where the model's family keeps it (layers, h, ...)."""
-    family = family_of(model.config)
-    n_layers = model.config.get_text_config().num_hidden_layers
-    blocks = family.decoder_blocks(model)
-    if not isinstance(blocks, torch.nn.ModuleList) or len(blocks) != n_layers:
-        raise ModelLoadError("error.no_layers", n=n_layers, model=family.name)
-    return blocks
-
-
-def _edit_and_keep(index: int, hidden: torch.Tensor) -> torch.Tensor:
-    """h^index after this thread's change (if any), copied into its recorder (if it keeps the stream)."""
-    change, recorder = attention.current_change(), attention.current_recorder()
-    if change is not None and change.edit_residual is not None:
-        hidden = change.edit_residual(index, hidden)
-    if recorder is not None and recorder.residual is not None:
-        recorder.residual[index] = hidden
-    return hidden
-
-
-def _take_input(_module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
-    hidden = _edit_and_keep(0, args[0] if args else kwargs["hidden_states"])
-    recorder = attention.current_recorder()
-    if recorder is not None and recorder.block_call is not None:  # what the model passes its blocks, then stop
-        recorder.block_call.update(args=args[1:], kwargs=kwargs)
-        raise attention.StopForward
-    return ((hidden, *args[1:]), kwargs) if args else (args, kwargs | {"hidden_states": hidden})
-
-
-def _take_output(index: int, _module: Any, _args: tuple, output: Any) -> Any:
-    hidden = _edit_and_keep(index, output[0] if isinstance(output, tuple) else output)
-    return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
-
-
-_install_lock = threading.Lock()
-
-
-def install_residual_hooks(model: Any) -> None:
-    """Hooks that apply the calling thread's residual edit (if any) to h^0 and each block's output and
-    copy them into its recorder (if any).
-
-    Installed once per model and kept: hooks added per call to a model shared by Streamlit's threads
-    would also capture the forward pass another session runs at the same time.
-    """
-    with _install_lock:
-        if getattr(model, "_sinkscope_residual_hooks", False):
-            return
-        layers = decoder_layers(model)
-        layers[0].register_forward_pre_hook(_take_input, with_kwargs=True)
-        for index, layer in enumerate(layers, start=1):
-            layer.register_forward_hook(partial(_take_output, index))
-        model._sinkscope_residual_hooks = True
-
-
 def run_forward(
     loaded: LoadedModel, ids: list[int], recorder: attention.Recorder, logits_from: int | None = None
 ) -> torch.Tensor | None:
@@ -192,10 +135,10 @@ def head_metrics(recorder: attention.Recorder, info: ModelInfo, n_tokens: int) -
     return heads
 
 
-def read_cosines(model: Any, residual: list[torch.Tensor]) -> np.ndarray:
+def read_cosines(loaded: LoadedModel, residual: list[torch.Tensor]) -> np.ndarray:
     """bos_cosine per layer (layer + 1,): the first token's cosine with the others in what attention reads
     (a post-norm family's attention reads h^l itself)."""
-    norms = family_of(model.config).read_norms(model)
+    norms = loaded.family.read_norms(loaded.model)
     with torch.inference_mode():
         reads = [h[0] if norm is None else norm(h[0]) for norm, h in zip(norms, residual, strict=True)]  # (token, d)
         return np.array([metrics.bos_cosine(x.float().cpu().numpy()) for x in reads])
@@ -224,18 +167,16 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
         raise InputError("error.argument_type", name="ids", value=_shown(ids), expected="a list of token ids")
     if not len(ids):
         raise InputError("error.empty_text")
-    if len(ids) > loaded.info.max_tokens:  # the same limit a text meets, before any work
-        raise TokenLimitError(len(ids), loaded.info.max_tokens)
+    loaded.check_length(len(ids))  # the same limit a text meets, before any work
     ids = [int(i) if isinstance(i, np.integer) else i for i in ids]  # numpy ids (a Ray batch) as Python ints
     change = attention.current_change()
     ids = change.input_ids(ids) if change is not None else ids
     n_layers = loaded.info.n_layers
-    install_residual_hooks(loaded.model)
     recorder = attention.Recorder(residual=[None] * (n_layers + 1))
     run_forward(loaded, ids, recorder)
     residual = recorder.residual_stream()  # (layer + 1, token, d_model)
     require_finite(residual, loaded.info.dtype)
-    layers, massive = _layer_metrics(residual, read_cosines(loaded.model, recorder.residual))
+    layers, massive = _layer_metrics(residual, read_cosines(loaded, recorder.residual))
     tokens = display_tokens(loaded.tokenizer, ids) if loaded.tokenizer is not None else tuple(map(str, ids))
     return Trace(
         model=loaded.info.name,
@@ -265,11 +206,7 @@ def analyze(
             raise InputError("error.argument_type", name=name, value=_shown(flag), expected="True or False")
     if max_tokens is not None:
         ranges.check("max_tokens", max_tokens)
-    limit = min(max_tokens or loaded.info.max_tokens, loaded.info.max_tokens)
-    return analyze_ids(
-        loaded,
-        encode(loaded.tokenizer, text, limit, truncate=truncate, add_bos=add_bos),
-    )
+    return analyze_ids(loaded, loaded.encode(text, max_tokens, truncate=truncate, add_bos=add_bos))
 
 
 @dataclass(frozen=True)
@@ -298,14 +235,13 @@ def attention_maps(
         raise InputError("error.layer_range", layer=_shown(layer), last=loaded.info.n_layers - 1)
     if isinstance(ids, str | bytes) or not len(ids):
         raise InputError("error.empty_text")
-    if len(ids) > loaded.info.max_tokens:
-        raise TokenLimitError(len(ids), loaded.info.max_tokens)
+    loaded.check_length(len(ids))
     check_ids(loaded, list(ids))
     if start is not None and tuple(np.shape(start)) != (len(ids), loaded.model.config.hidden_size):
         raise InputError("error.start_shape", shape=tuple(np.shape(start)), tokens=len(ids),
                          width=loaded.model.config.hidden_size)  # fmt: skip
     recorder = attention.Recorder(reduce=False, maps_of=frozenset({layer}), stop_after=layer)
-    if start is not None and layer > 0 and _blocks_alike(loaded.model):
+    if start is not None and layer > 0 and _blocks_alike(loaded):
         _run_block(loaded, list(ids), layer, start, recorder)
     else:
         run_forward(loaded, list(ids), recorder)
@@ -319,9 +255,9 @@ def _shown(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _blocks_alike(model: Any) -> bool:
+def _blocks_alike(loaded: LoadedModel) -> bool:
     """Every block takes the same mask and positions (no mix of sliding-window and full layers)."""
-    return len(set(family_of(model.config).sliding_layers(model.config))) == 1
+    return len(set(loaded.family.sliding_layers(loaded.model.config))) == 1
 
 
 def _run_block(
@@ -329,12 +265,11 @@ def _run_block(
 ) -> None:
     """Block ``layer`` alone on its input ``start``, with what the model passes every block (its mask and
     positions, read off the first block's call: the forward stops there)."""
-    install_residual_hooks(loaded.model)  # a model loaded again (a cache evicted it) has no hooks yet
     call = attention.Recorder(reduce=False, block_call={})
     run_forward(loaded, ids, call)
     model, (args, kwargs) = loaded.model, (call.block_call["args"], call.block_call["kwargs"])
     hidden = torch.tensor(start, device=model.device, dtype=model.dtype)[None]  # (1, token, d_model), a copy
-    block = decoder_layers(model)[layer]
+    block = loaded.blocks[layer]
     with torch.inference_mode(), attention.recording(recorder):
         try:
             if "hidden_states" in kwargs:

@@ -14,7 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +31,13 @@ from transformers.utils import logging as hf_logging
 
 from sinkscope.core import attention
 from sinkscope.core.bundled import BUNDLED, BundledModel, cache_root, shown_label
-from sinkscope.core.errors import InputError, ModelLoadError, reason_of, shortened
-from sinkscope.core.families import check_supported, family_of, find_family, supported_names
+from sinkscope.core.errors import InputError, ModelLoadError, TokenLimitError, reason_of, shortened
+from sinkscope.core.families import Family, check_supported, family_of, supported_names
 from sinkscope.core.folders import check_files, check_folder, looks_local
+from sinkscope.core.hooks import decoder_layers, install_residual_hooks
 from sinkscope.core.i18n import Text
+from sinkscope.core.probe import find_family
+from sinkscope.core.tokens import encode
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +78,35 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class LoadedModel:
-    """A model ready for ``analyze``. Shared across threads: nothing in it changes after loading."""
+    """A model ready for ``analyze``: its family found once and its residual hooks installed once, here. Shared
+    across threads: nothing in it changes after loading."""
 
     model: Any
     tokenizer: Any
     info: ModelInfo
+    family: Family = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "family", find_family(self.model))
+        install_residual_hooks(self.model, self.family)
+
+    @property
+    def blocks(self) -> torch.nn.ModuleList:
+        """The decoder blocks, one per layer."""
+        return decoder_layers(self.model, self.family)
+
+    def check_length(self, n_tokens: int) -> None:
+        """The one token limit: ``n_tokens`` over the model's is a TokenLimitError, before any work."""
+        if n_tokens > self.info.max_tokens:
+            raise TokenLimitError(n_tokens, self.info.max_tokens)
+
+    def encode(
+        self, text: str, max_tokens: int | None = None, truncate: bool = False, add_bos: bool | None = None
+    ) -> list[int]:
+        """Token ids of ``text`` under the model's limit (or a lower ``max_tokens``); ``add_bos`` None follows the
+        tokenizer's default. Over the limit: a TokenLimitError, or the first tokens if ``truncate``."""
+        limit = self.info.max_tokens if max_tokens is None else min(max_tokens, self.info.max_tokens)
+        return encode(self.tokenizer, text, limit, truncate=truncate, add_bos=add_bos)
 
 
 def require_loaded(value: object) -> LoadedModel:

@@ -20,11 +20,11 @@ import numpy as np
 import torch
 
 from sinkscope.core import attention, chunked, metrics, ranges
-from sinkscope.core.capture import head_metrics, install_residual_hooks, run_forward
+from sinkscope.core.capture import head_metrics, run_forward
 from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message, times
 from sinkscope.core.models import LoadedModel, ModelInfo, require_loaded
-from sinkscope.core.tokens import display_token, encode
+from sinkscope.core.tokens import display_token
 from sinkscope.experiments.streaming import builtin_text
 
 TOP_K = 5
@@ -105,7 +105,7 @@ def intervene(loaded: LoadedModel, *changes: Intervention) -> Iterator[Intervent
     other threads (other app sessions) do not. Inside another ``intervene`` block the changes compose: the
     outer block's apply first, then these (``Together``).
     """
-    install_residual_hooks(require_loaded(loaded).model)
+    require_loaded(loaded)
     for change in changes:  # checked against this model before any forward pass runs under them
         if not isinstance(change, Intervention):
             raise InputError("error.not_intervention", value=repr(change)[:60])
@@ -402,7 +402,6 @@ def embedding_scale(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> fl
     h^0 is read where the first block receives it, so whatever a family adds to the token embedding (Gemma's
     sqrt(d_model), Granite's multiplier, GPT-2's positions) is in it; the forward stops there.
     """
-    install_residual_hooks(loaded.model)
     recorder = attention.Recorder(reduce=False, residual=[None] * (loaded.info.n_layers + 1), block_call={})
     run_forward(loaded, list(ids), recorder)
     h0 = recorder.residual[0][0].float()  # (token, d_model)
@@ -417,12 +416,11 @@ def massive_cells(massive: tuple[tuple[int, int, int, float], ...]) -> tuple[tup
 def reference_ids(loaded: LoadedModel, add_bos: bool | None, n_texts: int = 6, length: int = 96) -> list[list[int]]:
     """Short texts other than the user's (Python's own help topics), tokenized like the user's text."""
     paragraphs = [p for p in builtin_text().split("\n\n") if len(p) > 400][:n_texts]
-    return [encode(loaded.tokenizer, p, length, truncate=True, add_bos=add_bos) for p in paragraphs]
+    return [loaded.encode(p, length, truncate=True, add_bos=add_bos) for p in paragraphs]
 
 
 def massive_means(loaded: LoadedModel, others: list[list[int]], channels: list[int]) -> np.ndarray:
     """(layer + 1, channel): each channel's largest-magnitude entry of h^l, signed, averaged over texts."""
-    install_residual_hooks(loaded.model)
     peaks = []
     for ids in others:
         recorder = attention.Recorder(reduce=False, residual=[None] * (loaded.info.n_layers + 1))

@@ -2,8 +2,8 @@
 
 Adding a family is one file here (a ``Family`` record, or a subclass where a lookup differs) and one row of
 the family matrix in tests/test_families.py. A model type outside the registry has its structure found at load
-(``found.find``: one probe forward), never guessed; ``sinkscope.core.models`` then checks that every layer's
-attention reaches Sinkscope.
+(``sinkscope.core.probe``: one probe forward read by ``found.find``), never guessed; ``sinkscope.core.models``
+then checks that every layer's attention reaches Sinkscope.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from sinkscope.core.errors import ModelLoadError
-from sinkscope.core.families import found, gemma, gpt2, gpt_neox, gpt_oss, gptj, llama, olmo2, opt, phi, smollm3
+from sinkscope.core.families import gemma, gpt2, gpt_neox, gpt_oss, gptj, llama, olmo2, opt, phi, smollm3
 from sinkscope.core.families.base import Family, Refused
 from sinkscope.core.families.refused import REFUSED
 from sinkscope.core.i18n import Message
@@ -25,7 +25,7 @@ _REFUSED: dict[str, Refused] = {model_type: refused for refused in REFUSED for m
 _FOUND: dict[str, Family] = {}  # model type -> the structure found at its first load (it is the type's code)
 
 __all__ = [
-    "FAMILIES", "REFUSED", "Family", "Refused", "check_supported", "family_of", "find_family", "name_of",
+    "FAMILIES", "REFUSED", "Family", "Refused", "check_supported", "family_of", "known", "name_of", "register_found",
     "supported_names",
 ]  # fmt: skip
 
@@ -49,7 +49,7 @@ def check_supported(config: Any) -> None:
 
 
 def family_of(config: Any) -> Family:
-    """The family of a model's config: its record, or the structure ``find_family`` found when it was loaded."""
+    """The family of a model's config: its record, or the structure ``probe.find_family`` found at its load."""
     model_type = _model_type(config)
     family = _BY_TYPE.get(model_type) or _FOUND.get(model_type)
     if family is None:
@@ -65,9 +65,11 @@ def name_of(config: Any) -> str:
     return family.name if family is not None else model_type
 
 
-def find_family(model: Any) -> Family:
-    """The family of a model about to be measured: its record, else its structure found once from the model."""
-    model_type = _model_type(model.config)
-    if model_type not in _BY_TYPE and model_type not in _FOUND:
-        _FOUND[model_type] = found.find(model)
-    return family_of(model.config)
+def known(config: Any) -> bool:
+    """Whether the config's model type has a record or a structure found earlier."""
+    return _model_type(config) in _BY_TYPE or _model_type(config) in _FOUND
+
+
+def register_found(family: Family) -> None:
+    """Keep a structure found at load (``sinkscope.core.probe``) for every later model of its types."""
+    _FOUND.update(dict.fromkeys(family.model_types, family))

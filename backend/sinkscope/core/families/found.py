@@ -1,7 +1,7 @@
 """A decoder family without a record: its structure found in the module tree by one probe forward, not guessed.
 
-A three-token forward runs with forward pre-hooks on every module and an attention function that notes the module
-transformers hands it. From the order of the calls:
+The probe (``sinkscope.core.probe``) runs a three-token forward with forward pre-hooks on every module and an
+attention function that notes the module transformers hands it and what it returned. From the order of the calls:
 
 - the decoder blocks are the ModuleList of the base model with one entry per layer;
 - a block's attention is the module the attention function was handed inside it;
@@ -25,7 +25,6 @@ from sinkscope.core.errors import ModelLoadError
 from sinkscope.core.families.base import Family
 
 LINEAR = (torch.nn.Linear, Conv1D)
-PROBE_IDS = torch.tensor([[5, 7, 11]])  # (batch, token): not the padding id 0, whose embedding is often zero
 
 
 @dataclass
@@ -47,11 +46,11 @@ class Probe:
         return id(module) in self._under[id(parent)]
 
 
-def find(model: Any) -> Family:
-    """The structure of ``model`` found from one probe forward; a ModelLoadError naming what is missing."""
+def find(model: Any, probe: Probe) -> Family:
+    """The structure of ``model`` found from its probe forward (``core.probe``); a ModelLoadError naming what is
+    missing."""
     config = model.config.get_text_config()
     name = type(model).__name__.removesuffix("ForCausalLM")  # as its modeling file writes it: Mixtral, StableLm
-    probe = _probe(model)
     base = model.base_model
     blocks_name = _blocks(base, config.num_hidden_layers, name)
     blocks = base.get_submodule(blocks_name)
@@ -85,34 +84,6 @@ def _require_attention_in_every_block(probe: Probe, blocks: torch.nn.ModuleList,
         raise ModelLoadError("error.found_hybrid", family=name, layers=attending, n=len(blocks))
     named = any("attention" in type(m).__name__.lower() or "attn" in type(m).__name__.lower() for m in model.modules())
     raise ModelLoadError("error.found_own_attention" if named else "error.found_no_attention", family=name)
-
-
-def _probe(model: Any) -> Probe:
-    from sinkscope.core import attention, chunked  # the kernel imports the families: import it only when probing
-
-    probe = Probe()
-
-    def attend(module, query, key, value, mask, scaling=None, softcap=None, s_aux=None):  # noqa: ANN001, ANN202
-        probe.softcap |= softcap is not None
-        probe.learned_sinks |= s_aux is not None
-        out, weights = chunked.eager(query, key, value, mask, scaling, softcap, s_aux)  # (1, token, head, head_dim)
-        probe.attended.append((len(probe.calls), module, out.reshape(out.shape[1], -1)))  # (token, head * head_dim)
-        return out, weights
-
-    def called(module: torch.nn.Module, args: tuple) -> None:
-        probe.calls.append(module)
-        if isinstance(module, LINEAR) and args:
-            probe.inputs.setdefault(id(module), args[0][0])  # (token, in_features)
-
-    vocab = model.get_input_embeddings().num_embeddings
-    hooks = [m.register_forward_pre_hook(called) for m in model.modules()]
-    try:
-        with attention.overriding(attend), torch.inference_mode():
-            model(input_ids=PROBE_IDS.to(model.device) % vocab, use_cache=False)
-    finally:
-        for hook in hooks:
-            hook.remove()
-    return probe
 
 
 def _blocks(base: torch.nn.Module, n_layers: int, name: str) -> str:
