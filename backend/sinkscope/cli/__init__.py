@@ -38,6 +38,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.ERROR, format="%(message)s", stream=sys.stderr, force=True)
     logging.getLogger("sinkscope").setLevel(logging.INFO)  # our progress lines; Kaleido's chatter stays out
+    if not args.debug:  # transformers' warnings about a family's slow fallbacks are not the command's to say
+        from transformers.utils import logging as hf_logging  # here: --help and the census need no transformers
+
+        hf_logging.set_verbosity_error()
     try:
         check_outputs(args)
         args.run(args)

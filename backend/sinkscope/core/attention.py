@@ -23,7 +23,7 @@ from transformers.masking_utils import sdpa_mask
 
 from sinkscope.core.chunked import Kept, MaskFacts, chunked_attention
 from sinkscope.core.errors import ModelLoadError
-from sinkscope.core.families import name_of
+from sinkscope.core.families import Family, name_of
 from sinkscope.core.reduce import HEAD_SUMS, Reducer, output_gram, projected_norms, value_norms
 
 ATTENTION_NAME = "sinkscope"
@@ -69,6 +69,7 @@ class Recorder:
     learned: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos), kept maps only:
     # the mass a learned sink logit (gpt-oss) takes from each row, 0 for plain softmax
     block_call: dict | None = None  # given: the first block's args and kwargs land here and the forward stops
+    family: Family | None = None  # the model's (``LoadedModel.recorder``): where its output projection lives
 
     def mask_facts(
         self,
@@ -171,7 +172,10 @@ def sinkscope_attention(
         facts = recorder.mask_facts(attention_mask, n_queries, n_keys, query.device)
     else:
         facts = MaskFacts.of(attention_mask, n_queries, n_keys, query.device)
-    reducer = Reducer(module, value, n_heads, facts.log_visible) if reduce else None
+    if (reduce or keep) and recorder.family is None:
+        raise ValueError("a recorder that measures needs the model's family: make it with loaded.recorder(...)")
+    output_weight = recorder.family.output_weight(module) if reduce or keep else None
+    reducer = Reducer(output_weight, value, n_heads, facts.log_visible) if reduce else None
     kept = Kept()
     if keep:
         kept.maps = torch.zeros(n_heads, n_queries, n_keys, device=query.device)
@@ -192,21 +196,21 @@ def sinkscope_attention(
             norms = reducer.norms.reshape(n_heads, n_keys).double()  # (head, key_pos)
             recorder.first_value_ratio[layer] = norms[:, 0] / norms[:, 1:].quantile(0.5, dim=-1)
     if keep:
-        _keep_layer(recorder, module, layer, kept, value, out)
+        _keep_layer(recorder, output_weight, layer, kept, value, out)
     return out, None
 
 
 def _keep_layer(
-    recorder: Recorder, module: torch.nn.Module, layer: int, kept: Kept, value: torch.Tensor, out: torch.Tensor
+    recorder: Recorder, output_weight: torch.Tensor, layer: int, kept: Kept, value: torch.Tensor, out: torch.Tensor
 ) -> None:
     """Store one layer's maps with what the teaching views read off them, then stop if asked."""
     n_heads, head_dim = out.shape[2], out.shape[3]
     recorder.maps[layer] = kept.maps
-    recorder.norms[layer] = value_norms(module, value, n_heads).reshape(n_heads, -1)  # (head, key_pos)
+    recorder.norms[layer] = value_norms(output_weight, value, n_heads).reshape(n_heads, -1)  # (head, key_pos)
     recorder.withheld[layer] = torch.sigmoid(-kept.log_sum_exp)  # softmax+1 would leave 1 / (1 + sum e^s) unread
     recorder.learned[layer] = kept.learned
     per_head = out[0].transpose(0, 1)  # (head, query_pos, head_dim)
-    recorder.output_norms[layer] = projected_norms(per_head, output_gram(module, n_heads, head_dim))
+    recorder.output_norms[layer] = projected_norms(per_head, output_gram(output_weight, n_heads, head_dim))
     if recorder.stop_after == layer:
         raise StopForward
 

@@ -172,7 +172,7 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
     change = attention.current_change()
     ids = change.input_ids(ids) if change is not None else ids
     n_layers = loaded.info.n_layers
-    recorder = attention.Recorder(residual=[None] * (n_layers + 1))
+    recorder = loaded.recorder(residual=[None] * (n_layers + 1))
     run_forward(loaded, ids, recorder)
     residual = recorder.residual_stream()  # (layer + 1, token, d_model)
     require_finite(residual, loaded.info.dtype)
@@ -240,7 +240,7 @@ def attention_maps(
     if start is not None and tuple(np.shape(start)) != (len(ids), loaded.model.config.hidden_size):
         raise InputError("error.start_shape", shape=tuple(np.shape(start)), tokens=len(ids),
                          width=loaded.model.config.hidden_size)  # fmt: skip
-    recorder = attention.Recorder(reduce=False, maps_of=frozenset({layer}), stop_after=layer)
+    recorder = loaded.recorder(reduce=False, maps_of=frozenset({layer}), stop_after=layer)
     if start is not None and layer > 0 and _blocks_alike(loaded):
         _run_block(loaded, list(ids), layer, start, recorder)
     else:
@@ -265,7 +265,7 @@ def _run_block(
 ) -> None:
     """Block ``layer`` alone on its input ``start``, with what the model passes every block (its mask and
     positions, read off the first block's call: the forward stops there)."""
-    call = attention.Recorder(reduce=False, block_call={})
+    call = loaded.recorder(reduce=False, block_call={})
     run_forward(loaded, ids, call)
     model, (args, kwargs) = loaded.model, (call.block_call["args"], call.block_call["kwargs"])
     hidden = torch.tensor(start, device=model.device, dtype=model.dtype)[None]  # (1, token, d_model), a copy
@@ -282,7 +282,7 @@ def _run_block(
 
 def thumbnails(loaded: LoadedModel, ids: tuple[int, ...] | list[int], size: int = 32) -> np.ndarray:
     """Every head of every layer, max-pooled to at most size x size: (layer, head, rows, cols)."""
-    recorder = attention.Recorder(reduce=False, pool=size)
+    recorder = loaded.recorder(reduce=False, pool=size)
     run_forward(loaded, list(ids), recorder)
     n_layers = loaded.info.n_layers
     return _frozen(torch.stack([recorder.thumbnails[layer] for layer in range(n_layers)]).cpu().numpy())

@@ -143,7 +143,8 @@ def chunked_attention(
     if reducer is not None:
         reducer.finish(mixed, kept.first_key.view(n_kv, group, n_queries))
     out = mixed[..., :head_dim].permute(2, 0, 1, 3)  # (query_pos, kv_head, group, d)
-    return out.reshape(1, n_queries, n_heads, head_dim).to(value.dtype)  # (1, query_pos, head, d)
+    # contiguous, as transformers' eager attention returns it: some families .view() it (AFMoE)
+    return out.reshape(1, n_queries, n_heads, head_dim).to(value.dtype).contiguous()  # (1, query_pos, head, d)
 
 
 def _max_pool_into(thumbs: torch.Tensor, weights: torch.Tensor, first_row: int, n_queries: int, n_keys: int) -> None:

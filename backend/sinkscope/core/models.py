@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -50,6 +50,7 @@ DTYPES = {
     "float16": torch.float16,
 }
 Progress = Callable[[str], None]
+T = TypeVar("T")
 LOAD_ERRORS = (OSError, ValueError, ImportError, RuntimeError, SafetensorError, pickle.UnpicklingError)
 
 
@@ -94,6 +95,10 @@ class LoadedModel:
     def blocks(self) -> torch.nn.ModuleList:
         """The decoder blocks, one per layer."""
         return decoder_layers(self.model, self.family)
+
+    def recorder(self, **kwargs: Any) -> attention.Recorder:
+        """A recorder for this model's forward passes (``attention.Recorder``'s fields), its family filled in."""
+        return attention.Recorder(family=self.family, **kwargs)
 
     def check_length(self, n_tokens: int) -> None:
         """The one token limit: ``n_tokens`` over the model's is a TokenLimitError, before any work."""
@@ -330,17 +335,20 @@ def load_model(
     device = resolve_device(device)  # before any work: a missing device is the user's to fix
     torch_dtype = resolve_dtype(dtype, device)
     source, label = _source_of(spec, progress)
-    _check_causal_lm(source, spec)
+    config = _check_causal_lm(source, spec)
     progress(f"Loading {label} on {device}…")
     try:
         with _loading_quietly():
-            model, report = AutoModelForCausalLM.from_pretrained(
-                source,
-                dtype=torch_dtype,
-                attn_implementation=attention.ATTENTION_NAME,
-                trust_remote_code=False,
-                ignore_mismatched_sizes=True,  # reported below as one sentence, not transformers' table
-                output_loading_info=True,
+            model, report = with_sinkscope_attention(
+                lambda: AutoModelForCausalLM.from_pretrained(
+                    source,
+                    dtype=torch_dtype,
+                    attn_implementation=attention.ATTENTION_NAME,
+                    trust_remote_code=False,
+                    ignore_mismatched_sizes=True,  # reported below as one sentence, not transformers' table
+                    output_loading_info=True,
+                ),
+                config.model_type,
             )
         tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=False)
     except LOAD_ERRORS as err:
@@ -351,6 +359,17 @@ def load_model(
         lay_out_for_decoding(model)
     check_capture(model)
     return LoadedModel(model, tokenizer, model_info(model, spec, label))
+
+
+def with_sinkscope_attention(build: Callable[[], T], name: str) -> T:
+    """``build()``: a model made with Sinkscope's attention (``from_pretrained`` or ``from_config``). A family that
+    picks its attention class from a table of its own (GPT-Neo, GIT) fails there with a KeyError: refused so."""
+    try:
+        return build()
+    except KeyError as err:
+        if err.args != (attention.ATTENTION_NAME,):
+            raise
+        raise ModelLoadError("error.own_attention_table", family=name) from err
 
 
 def _errors_only(record: logging.LogRecord) -> bool:
@@ -392,14 +411,14 @@ def check_capture(model: Any) -> None:
     """Refuse, at load, a model whose attention does not reach Sinkscope in every layer: a three-token forward
     must call ``sinkscope.core.attention`` once per layer, with no argument it would have to ignore."""
     n_layers = model.config.get_text_config().num_hidden_layers
-    recorder = attention.Recorder()
     try:
         family = find_family(model)
+        recorder = attention.Recorder(family=family)
         with torch.inference_mode(), attention.recording(recorder):
             model(input_ids=torch.zeros(1, 3, dtype=torch.long, device=model.device), use_cache=False)
     except ModelLoadError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError) as err:  # a family calling its own kernels fails here
+    except (KeyError, TypeError, ValueError, AttributeError, RuntimeError, IndexError) as err:  # its own code failed
         family_type = model.config.get_text_config().model_type
         found = {"family": family_type, "reason": reason_of(err), "supported": supported_names()}
         raise ModelLoadError("error.not_interface", **found) from err

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import torch
 
-from sinkscope.core.families import family_of
 from sinkscope.core.names import HEAD
 
 HEAD_SUMS = tuple(m.name for m in HEAD if m.name != "value_norm_ratio")  # summed over rows by Reducer.finish
 NOTED = ("row_max_score", "row_max_weight", "weighted_score", "on_self", "on_previous", "learned")  # per row
 
 
-def output_gram(module: torch.nn.Module, n_heads: int, head_dim: int) -> torch.Tensor:
-    """W_O^h' W_O^h per head as (head, head_dim, head_dim): ||v W_O^h||^2 = v G_h v'."""
-    w = family_of(module.config).output_weight(module).float()
-    w = w.reshape(w.shape[0], n_heads, head_dim)  # (d_model, head, head_dim)
+def output_gram(output_weight: torch.Tensor, n_heads: int, head_dim: int) -> torch.Tensor:
+    """W_O^h' W_O^h per head as (head, head_dim, head_dim) from W_O (d_model, head * head_dim):
+    ||v W_O^h||^2 = v G_h v'."""
+    w = output_weight.float().reshape(output_weight.shape[0], n_heads, head_dim)  # (d_model, head, head_dim)
     return torch.einsum("mhd,mhe->hde", w, w)
 
 
@@ -27,10 +26,10 @@ def projected_norms(vectors: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
     return (torch.matmul(x, gram) * x).sum(-1).clamp_min(0).sqrt()
 
 
-def value_norms(module: torch.nn.Module, value: torch.Tensor, n_heads: int) -> torch.Tensor:
+def value_norms(output_weight: torch.Tensor, value: torch.Tensor, n_heads: int) -> torch.Tensor:
     """n[h, j] = || v_j^h W_O^h ||, as (kv_head, group, key_pos) in float32."""
     n_kv, _, head_dim = value.shape[1:]
-    gram = output_gram(module, n_heads, head_dim).reshape(n_kv, n_heads // n_kv, head_dim, head_dim)
+    gram = output_gram(output_weight, n_heads, head_dim).reshape(n_kv, n_heads // n_kv, head_dim, head_dim)
     return projected_norms(value[0].unsqueeze(1), gram)  # (kv_head, 1, key_pos, d) against (kv, group, d, d)
 
 
@@ -42,11 +41,14 @@ class Reducer:
     the rows it counts. The chunk's matmul is A @ [V | n], so sum_j A[t,j] n_j comes with the head output.
     """
 
-    def __init__(self, module: torch.nn.Module, value: torch.Tensor, n_heads: int, log_visible: torch.Tensor) -> None:
-        """log_visible (query_pos,): ln(keys each query can see), 1 where only one (``MaskFacts``)."""
+    def __init__(
+        self, output_weight: torch.Tensor, value: torch.Tensor, n_heads: int, log_visible: torch.Tensor
+    ) -> None:
+        """output_weight: W_O (d_model, head * head_dim); log_visible (query_pos,): ln(keys each query can see), 1
+        where only one (``MaskFacts``)."""
         n_kv, n_keys, head_dim = value.shape[1:]
         group, n_queries = n_heads // n_kv, log_visible.shape[0]
-        self.gram = output_gram(module, n_heads, head_dim).reshape(n_kv, group, head_dim, head_dim)
+        self.gram = output_gram(output_weight, n_heads, head_dim).reshape(n_kv, group, head_dim, head_dim)
         self.norms = projected_norms(value[0].unsqueeze(1), self.gram)  # (kv_head, group, key_pos)
         self.head_dim, self.group = head_dim, group
         width = -(-(head_dim + group) // 8) * 8  # a multiple of 8 columns: MKL's bmm takes 72 faster than 67

@@ -59,6 +59,6 @@ def key_geometry(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> dict[
         return chunked.eager(query, key, value, mask, scaling, softcap, s_aux)
 
     with attention.overriding(attend):
-        run_forward(loaded, list(ids), attention.Recorder(reduce=False))
+        run_forward(loaded, list(ids), loaded.recorder(reduce=False))
     layers = range(loaded.info.n_layers)
     return {name: np.array([found[layer][name] for layer in layers]) for name in GEOMETRY}

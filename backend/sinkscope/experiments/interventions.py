@@ -288,7 +288,7 @@ def _forward(
     if len(ids) < 2:
         raise InputError("error.two_tokens")
     change = change or Intervention()
-    recorder = attention.Recorder(reduce=measure, residual=[None] * (loaded.info.n_layers + 1) if measure else None)
+    recorder = loaded.recorder(reduce=measure, residual=[None] * (loaded.info.n_layers + 1) if measure else None)
     with intervene(loaded, change):
         logits = run_forward(loaded, change.input_ids(list(ids)), recorder, logits_from=logits_from)
     return torch.log_softmax(logits.float(), dim=-1), recorder
@@ -402,7 +402,7 @@ def embedding_scale(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> fl
     h^0 is read where the first block receives it, so whatever a family adds to the token embedding (Gemma's
     sqrt(d_model), Granite's multiplier, GPT-2's positions) is in it; the forward stops there.
     """
-    recorder = attention.Recorder(reduce=False, residual=[None] * (loaded.info.n_layers + 1), block_call={})
+    recorder = loaded.recorder(reduce=False, residual=[None] * (loaded.info.n_layers + 1), block_call={})
     run_forward(loaded, list(ids), recorder)
     h0 = recorder.residual[0][0].float()  # (token, d_model)
     return float(np.median(h0.norm(dim=-1).cpu().numpy()))  # numpy's median, as metrics.md defines it
@@ -423,7 +423,7 @@ def massive_means(loaded: LoadedModel, others: list[list[int]], channels: list[i
     """(layer + 1, channel): each channel's largest-magnitude entry of h^l, signed, averaged over texts."""
     peaks = []
     for ids in others:
-        recorder = attention.Recorder(reduce=False, residual=[None] * (loaded.info.n_layers + 1))
+        recorder = loaded.recorder(reduce=False, residual=[None] * (loaded.info.n_layers + 1))
         run_forward(loaded, ids, recorder)
         h = recorder.residual_stream()[:, :, channels]  # (layer + 1, token, channel)
         at = np.abs(h).argmax(1)[:, None]  # (layer + 1, 1, channel): the token where the channel peaks

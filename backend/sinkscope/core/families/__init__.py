@@ -22,7 +22,7 @@ FAMILIES: tuple[Family, ...] = (
 )  # fmt: skip
 _BY_TYPE: dict[str, Family] = {model_type: family for family in FAMILIES for model_type in family.model_types}
 _REFUSED: dict[str, Refused] = {model_type: refused for refused in REFUSED for model_type in refused.model_types}
-_FOUND: dict[str, Family] = {}  # model type -> the structure found at its first load (it is the type's code)
+_FOUND: dict[str, Family] = {}  # a model's own type -> the structure found at its first load (the type's code)
 
 __all__ = [
     "FAMILIES", "REFUSED", "Family", "Refused", "check_supported", "family_of", "known", "name_of", "register_found",
@@ -50,26 +50,25 @@ def check_supported(config: Any) -> None:
 
 def family_of(config: Any) -> Family:
     """The family of a model's config: its record, or the structure ``probe.find_family`` found at its load."""
-    model_type = _model_type(config)
-    family = _BY_TYPE.get(model_type) or _FOUND.get(model_type)
+    family = _BY_TYPE.get(_model_type(config)) or _FOUND.get(config.model_type)
     if family is None:
-        raise ModelLoadError("error.family_not_found", model_type=model_type)
+        raise ModelLoadError("error.family_not_found", model_type=config.model_type)
     return family
 
 
 def name_of(config: Any) -> str:
     """A model's family as a message names it: its record's or its found name, else its model type (its structure
     may not be found yet: a refusal during the probe names it so)."""
-    model_type = _model_type(config)
-    family = _BY_TYPE.get(model_type) or _FOUND.get(model_type)
-    return family.name if family is not None else model_type
+    family = _BY_TYPE.get(_model_type(config)) or _FOUND.get(config.model_type)
+    return family.name if family is not None else config.model_type
 
 
 def known(config: Any) -> bool:
-    """Whether the config's model type has a record or a structure found earlier."""
-    return _model_type(config) in _BY_TYPE or _model_type(config) in _FOUND
+    """Whether the model's type has a record or a structure found earlier."""
+    return _model_type(config) in _BY_TYPE or config.model_type in _FOUND
 
 
 def register_found(family: Family) -> None:
-    """Keep a structure found at load (``sinkscope.core.probe``) for every later model of its types."""
+    """Keep a structure found at load (``sinkscope.core.probe``) for every later model of its types (the model's own
+    type: Fuyu's text model is a Persimmon, but Fuyu's blocks lie elsewhere than a Persimmon's)."""
     _FOUND.update(dict.fromkeys(family.model_types, family))

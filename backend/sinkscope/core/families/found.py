@@ -58,7 +58,7 @@ def find(model: Any, probe: Probe) -> Family:
     at, attention, written = next(entry for entry in probe.attended if probe.inside(entry[1], blocks[0]))
     return Family(
         name=name,
-        model_types=(config.model_type,),
+        model_types=(model.config.model_type,),
         blocks=blocks_name,
         input_norm=_read_norm(probe, blocks[0], at),
         final_norm=_final_norm(probe, base, blocks[-1]),

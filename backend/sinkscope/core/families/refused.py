@@ -4,6 +4,5 @@ from sinkscope.core.families.base import Refused
 
 REFUSED = (
     Refused("Falcon", ("falcon",), "family.refused.falcon"),
-    Refused("GPT-Neo", ("gpt_neo",), "family.refused.gpt_neo"),
     Refused("Qwen3-Next", ("qwen3_next",), "family.refused.qwen3_next"),
 )
