@@ -100,7 +100,7 @@ REFUSED = {  # a config, and the name its refusal gives (a record's, or the mode
 }  # fmt: skip
 STREAMS = {
     "llama", "qwen2", "qwen3", "gemma", "gpt_neox", "olmo2", "phi3", "smollm3", "granite", "gpt_oss-full", "phi",
-    "apertus",
+    "apertus", "mistral", "gemma2", "gemma3", "gpt_oss", "olmo3",  # the last five with sliding-window layers
 }  # fmt: skip
 N_TOKENS = 40
 
@@ -211,8 +211,8 @@ def test_streaming_equals_its_masked_forward_or_is_refused(name: str, ids: list[
         with pytest.raises(ModelLoadError):
             streaming.stream(loaded, ids, sinks=2, window=6)
         return
-    streamed = streaming.streaming_nll(loaded, ids, "window", sinks=2, window=6)
-    np.testing.assert_allclose(streamed, streaming.streaming_nll(loaded, ids, "mask-window", 2, 6), atol=1e-4)
+    streamed = streaming.streaming_nll(loaded, ids, "window", sinks=2, window=6)  # a sliding window of 7 sees 7
+    np.testing.assert_allclose(streamed, streaming.streaming_nll(loaded, ids, "mask-window", 2, 6), atol=1e-4)  # of 8
     never_evicts, _ = streaming.stream(loaded, ids, sinks=2, window=len(ids))
     np.testing.assert_allclose(never_evicts, streaming.dense(loaded, ids), atol=1e-4)
 
@@ -226,8 +226,11 @@ def test_turning_a_query_back_equals_the_familys_own_rotation_at_the_earlier_pos
     head_dim = MATRIX[name].hidden_size // MATRIX[name].num_attention_heads
     query = torch.randn(1, 4, 1, getattr(MATRIX[name], "head_dim", None) or head_dim)  # (1, head, 1, head_dim)
 
+    rope, kind = model.base_model.rotary_emb, (getattr(MATRIX[name], "layer_types", None) or [None])[0]
+    per_kind = (kind,) if hasattr(rope, f"{kind}_inv_freq") else ()  # Gemma-3: each layer type its own frequencies
+
     def at(position: int) -> torch.Tensor:
-        cos, sin = model.base_model.rotary_emb(query, torch.tensor([[position]]))
+        cos, sin = rope(query, torch.tensor([[position]]), *per_kind)
         turned = cos.shape[-1] if name == "phi" else query.shape[-1]  # Phi's attention splits them off itself
         return torch.cat([own(query[..., :turned], query[..., :turned], cos, sin)[0], query[..., turned:]], dim=-1)
 

@@ -10,18 +10,27 @@ import torch
 from sinkscope.core import attention
 from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.i18n import catalogue
-from sinkscope.core.models import LoadedModel
+from sinkscope.core.models import LoadedModel, model_info
 from sinkscope.experiments import stream_plan, streaming
 from sinkscope.findings.words import A_LOT
 from sinkscope.plot.explore_figures import rolling_mean
+from transformers import AutoModelForCausalLM, MistralConfig
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, eager_attention_forward
 
 from tests.conftest import tiny_loaded
 
+MISTRAL_SIZES = dict(
+    vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
+    num_key_value_heads=2, max_position_embeddings=512,
+)  # fmt: skip
 
-def streaming_llm_by_the_book(loaded: LoadedModel, ids: list[int], sinks: int, window: int) -> np.ndarray:
+
+def streaming_llm_by_the_book(
+    loaded: LoadedModel, ids: list[int], sinks: int, window: int, sliding: int | None = None
+) -> np.ndarray:
     """StreamingLLM as the paper writes it, for reference: keep every key before its rotation, re-rotate the
-    whole cache to positions 0 .. size-1 at every step and attend with Hugging Face's own eager attention."""
+    whole cache to positions 0 .. size-1 at every step and attend with Hugging Face's own eager attention; a
+    ``sliding`` window (every layer's, as Mistral's) leaves each query the newest ``sliding`` entries of the cache."""
     model, kept = loaded.model, []
     stored: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}  # layer -> (pre-rotation key, value) each
 
@@ -32,6 +41,8 @@ def streaming_llm_by_the_book(loaded: LoadedModel, ids: list[int], sinks: int, w
         entries.append((unrotated, value))
         _, keys = apply_rotary_pos_emb(key, torch.cat([k for k, _ in entries], dim=2), cos, sin)
         values = torch.cat([v for _, v in entries], dim=2)
+        if sliding is not None:
+            keys, values = keys[:, :, -sliding:], values[:, :, -sliding:]  # (1, kv_head, entries, head_dim)
         return eager_attention_forward(module, query, keys, values, None, scaling=scaling, dropout=0.0)
 
     nll = []
@@ -72,6 +83,22 @@ def test_the_ring_cache_scores_as_streaming_llm_by_the_book(random_ids: list[int
     loaded = tiny_loaded("llama-gqa")
     streamed, _ = streaming.stream(loaded, random_ids, sinks, window)
     np.testing.assert_allclose(streamed, streaming_llm_by_the_book(loaded, random_ids, sinks, window), atol=1e-5)
+
+
+@pytest.mark.parametrize(("sinks", "window", "sliding"), [(3, 5, 5), (2, 6, 7), (1, 4, 9)])
+def test_a_sliding_layer_sees_the_newest_entries_of_the_cache_by_the_book(
+    random_ids: list[int], sinks: int, window: int, sliding: int
+) -> None:
+    """Mistral's window in a StreamingLLM cache: the last ``sliding`` cache entries (without the sinks once the
+    window is smaller than the recent part, with some of them once it is larger)."""
+    attention.register()
+    torch.manual_seed(0)
+    config = MistralConfig(**MISTRAL_SIZES, sliding_window=sliding)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attention.ATTENTION_NAME).eval()
+    loaded = LoadedModel(model, None, model_info(model, "mistral", "mistral"))
+    streamed, _ = streaming.stream(loaded, random_ids, sinks, window)
+    expected = streaming_llm_by_the_book(loaded, random_ids, sinks, window, sliding)
+    np.testing.assert_allclose(streamed, expected, atol=1e-5)
 
 
 def test_the_stored_keys_never_exceed_sinks_plus_window(random_ids: list[int]) -> None:

@@ -54,6 +54,7 @@ class SinkCache:
         slots = torch.arange(self.capacity)
         self.is_sink = torch.stack([slots < sinks for sinks in self.sinks])  # (lane, slot)
         self._slots = torch.zeros(len(self.sinks), dtype=torch.long)  # (lane,): where the current token goes
+        self.positions = torch.zeros(len(self.sinks), self.capacity, dtype=torch.long)  # (lane, slot): text position
 
     @property
     def size(self) -> int:
@@ -71,7 +72,13 @@ class SinkCache:
             kept.append(t)
         self.seen += 1
         self._slots = torch.tensor(slots)
+        self.positions[torch.arange(len(self.sinks)), self._slots] = t
         return slots
+
+    def in_window(self, window: int) -> torch.Tensor:
+        """(lane, size) bool: the entries among each lane's last ``window`` in text order (a sliding layer's keys)."""
+        oldest = torch.tensor([kept[-window] if len(kept) >= window else -1 for kept in self.kept])  # (lane,)
+        return self.positions[:, : self.size] >= oldest[:, None]
 
     def write(self, layer: int, key: torch.Tensor, value: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store one token's (lane, kv_head, 1, head_dim) key and value; return the filled (lane, kv_head, size,
@@ -91,31 +98,49 @@ def rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Rotary:
-    """How to turn a query back by d positions: the model's rotary frequencies, and which layers rotate at all."""
+    """How each layer turns a query back by d positions, and which keys its sliding window leaves it."""
 
-    inv_freq: torch.Tensor  # (rotary_dims / 2,): a partial rotary turns only the first rotary_dims of each head
-    rope_layers: tuple[bool, ...]  # per layer (SmolLM3's NoPE layers: False)
+    # per layer: its rotary frequencies (rotary_dims / 2,), a partial rotary turning only the first rotary_dims of
+    # each head; None where the layer does not rotate (SmolLM3's NoPE layers). Gemma-3's local and global differ.
+    inv_freqs: tuple[torch.Tensor | None, ...]
+    windows: tuple[int | None, ...]  # per layer: its sliding window (None: it sees the whole cache)
 
-    def turn_back(self, query: torch.Tensor, distance: int) -> torch.Tensor:
+    @property
+    def rope_layers(self) -> tuple[bool, ...]:
+        return tuple(inv_freq is not None for inv_freq in self.inv_freqs)
+
+    def turn_back(self, query: torch.Tensor, distance: int, layer: int = 0) -> torch.Tensor:
         """R(-distance) applied to the rotated dimensions of (..., head_dim) queries (half-split pairs, as
         transformers' rotate_half); attention scaling (YaRN) is left as it is, since only the angle changes."""
-        angles = distance * self.inv_freq.to(query.device)  # (rotary_dims / 2,)
+        angles = distance * self.inv_freqs[layer].to(query.device)  # (rotary_dims / 2,)
         cos, sin = torch.cat([angles, angles]).cos(), torch.cat([angles, angles]).sin()  # (rotary_dims,)
         turned, rest = query[..., : cos.numel()], query[..., cos.numel() :]
         return torch.cat([turned * cos - rotate_half(turned) * sin, rest], dim=-1)
 
 
 def rotary_of(model: torch.nn.Module) -> Rotary:
-    """The model's rotary embedding, if streaming can re-position its cache exactly: one rotary embedding whose
-    angles grow linearly with the position, and no sliding-window layers (their window is in text positions)."""
+    """The model's rotary embedding, if streaming can re-position its cache exactly: every layer's angles grow
+    linearly with the position (a layer type may have its own frequencies: Gemma-3's local and global layers)."""
     config, family = model.config.get_text_config(), family_of(model.config)
-    rope = getattr(model.base_model, "rotary_emb", None)
-    rope_type = (getattr(config, "rope_parameters", None) or {}).get("rope_type", "default")
     if family.found:  # its module names were found at load; its positions were not, and streaming turns them
         raise ModelLoadError("error.streaming_found", family=family.name)
-    if not family.rotary or rope is None or rope_type not in TURNABLE_ROPE or any(family.sliding_layers(config)):
+    rope = getattr(model.base_model, "rotary_emb", None)
+    types = getattr(config, "layer_types", None) or [None] * config.num_hidden_layers
+    kinds = [_rope_kind(config, kind) for kind in types]
+    if not family.rotary or rope is None or any(kind not in TURNABLE_ROPE for kind in kinds):
         raise ModelLoadError("error.streaming_model", model_type=family.name)
-    return Rotary(rope.inv_freq.float(), family.rope_layers(config))
+    frequencies = [rope.inv_freq if hasattr(rope, "inv_freq") else getattr(rope, f"{kind}_inv_freq") for kind in types]
+    rotates = family.rope_layers(config)
+    windows = [config.sliding_window if sliding else None for sliding in family.sliding_layers(config)]
+    return Rotary(tuple(f.float() if turn else None for f, turn in zip(frequencies, rotates, strict=True)),
+                  tuple(windows))  # fmt: skip
+
+
+def _rope_kind(config: object, layer_type: str | None) -> str:
+    """The rope type of a layer: one for the model, or one per layer type (Gemma-3's ``rope_parameters``)."""
+    parameters = getattr(config, "rope_parameters", None) or {}
+    parameters = parameters.get(layer_type, parameters) if layer_type else parameters
+    return parameters.get("rope_type", "default")
 
 
 def _stream_attention(
@@ -136,15 +161,18 @@ def _stream_attention(
     query = query * (head_dim**-0.5 if scaling is None else scaling)
     grouped = query.reshape(lanes, n_kv, n_heads // n_kv, head_dim)  # (lane, kv_head, group, head_dim)
     scores = grouped @ keys.transpose(2, 3)  # (lane, kv_head, group, size)
-    n_sinks, evicted = max(cache.sinks), cache.seen - cache.size
-    if evicted and n_sinks and rotary.rope_layers[module.layer_idx]:
-        at_cache_end = rotary.turn_back(grouped, evicted)  # the query at cache position size-1
+    n_sinks, evicted, layer = max(cache.sinks), cache.seen - cache.size, module.layer_idx
+    if evicted and n_sinks and rotary.rope_layers[layer]:
+        at_cache_end = rotary.turn_back(grouped, evicted, layer)  # the query at cache position size-1
         to_sinks = at_cache_end @ keys[:, :, :n_sinks].transpose(2, 3)  # (lane, kv_head, group, n_sinks)
         is_sink = cache.is_sink[:, None, None, :n_sinks].to(scores.device)  # (lane, 1, 1, n_sinks)
         scores[..., :n_sinks] = torch.where(is_sink, to_sinks, scores[..., :n_sinks])
     if softcap is not None:
         scores = torch.tanh(scores / softcap) * softcap
-    weights, _ = chunked.attention_weights(scores.float().unsqueeze(-2), s_aux)  # (lane, kv, group, 1, size)
+    scores = scores.float()
+    if rotary.windows[layer] is not None:  # a sliding layer sees the cache's last `window` entries
+        scores.masked_fill_(~cache.in_window(rotary.windows[layer])[:, None, None].to(scores.device), chunked.MIN_SCORE)
+    weights, _ = chunked.attention_weights(scores.unsqueeze(-2), s_aux)  # (lane, kv, group, 1, size)
     mixed = weights[..., 0, :].to(values.dtype) @ values  # (lane, kv_head, group, head_dim)
     return mixed.reshape(lanes, n_heads, 1, head_dim).transpose(1, 2), None  # (lane, 1, head, head_dim)
 
@@ -265,17 +293,33 @@ def generate(
     return generate_lanes(loaded, prompt, n_new, (sinks,), sinks + window, progress)[0]
 
 
-def dense(loaded: LoadedModel, ids: list[int], mask: torch.Tensor | None = None) -> np.ndarray:
-    """NLL of ids[1:] from one forward over the whole text (optionally under a 4-D attention mask)."""
+def dense(loaded: LoadedModel, ids: list[int], mask: torch.Tensor | dict | None = None) -> np.ndarray:
+    """NLL of ids[1:] from one forward over the whole text (optionally under a 4-D attention mask, or one per layer
+    type)."""
     inputs = torch.tensor([ids], device=loaded.model.device)
     with torch.inference_mode():
         logits = loaded.model(input_ids=inputs, attention_mask=mask, use_cache=False).logits[0, :-1]
     return _nll(logits, inputs[0, 1:])
 
 
-def band_mask(n_tokens: int, sinks: int, window: int) -> torch.Tensor:
-    """(1, 1, query, key) bool: each query sees its last ``window`` tokens and the first ``sinks``."""
-    return torch.from_numpy(cache_band(n_tokens, sinks, window))[None, None]
+def band_mask(n_tokens: int, sinks: int, window: int, sliding: int | None = None) -> torch.Tensor:
+    """(1, 1, query, key) bool: each query sees its last ``window`` tokens and the first ``sinks``; a layer with a
+    ``sliding`` window sees only the newest ``sliding`` of those, as it does in the cache."""
+    held = cache_band(n_tokens, sinks, window)  # (query, key)
+    if sliding is not None:
+        held &= np.cumsum(held[:, ::-1], axis=1)[:, ::-1] <= sliding  # each held key's rank from the newest
+    return torch.from_numpy(np.ascontiguousarray(held))[None, None]
+
+
+def cache_masks(loaded: LoadedModel, n_tokens: int, sinks: int, window: int) -> torch.Tensor | dict[str, torch.Tensor]:
+    """The mask-emulation reference's masks: one band, or one per layer type where sliding and full layers mix
+    (transformers takes a dict of them, keyed by ``layer_types``)."""
+    config = loaded.model.config.get_text_config()
+    sliding = set(loaded.family.sliding_layers(config))
+    if len(sliding) == 1:
+        return band_mask(n_tokens, sinks, window, config.sliding_window if sliding.pop() else None)
+    return {"full_attention": band_mask(n_tokens, sinks, window),
+            "sliding_attention": band_mask(n_tokens, sinks, window, config.sliding_window)}  # fmt: skip
 
 
 def recompute(loaded: LoadedModel, ids: list[int], window: int, progress: Progress | None = None) -> np.ndarray:
@@ -316,9 +360,9 @@ def streaming_nll(
     if method == "recompute":
         return recompute(loaded, ids, sinks + window, progress)
     if method == "mask-window":
-        return dense(loaded, ids, band_mask(len(ids), 0, sinks + window))
+        return dense(loaded, ids, cache_masks(loaded, len(ids), 0, sinks + window))
     if method == "mask-sinks":
-        return dense(loaded, ids, band_mask(len(ids), sinks, window))
+        return dense(loaded, ids, cache_masks(loaded, len(ids), sinks, window))
     raise InputError("error.unknown_method", method=method, choices=", ".join(METHODS))
 
 
