@@ -11,7 +11,15 @@ from pathlib import Path
 
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import GptOssConfig, GptOssForCausalLM, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import (
+    GptOssConfig,
+    GptOssForCausalLM,
+    JambaConfig,
+    JambaForCausalLM,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedTokenizerFast,
+)  # fmt: skip
 
 ROOT = Path(__file__).resolve().parent.parent
 VOCAB = 400
@@ -24,7 +32,8 @@ def corpus() -> list[str]:
 
 def build_tiny_model_dir(folder: Path, family: str = "llama") -> Path:
     """Write config, random weights and tokenizer into ``folder``; returns it. ``family="gpt_oss"``: a tiny gpt-oss,
-    its learned sink logits set to the size a trained model has (random ones near 0 take little)."""
+    its learned sink logits set to the size a trained model has (random ones near 0 take little); ``"jamba"``: a
+    tiny hybrid, attention in every other layer."""
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
@@ -45,6 +54,11 @@ def build_tiny_model_dir(folder: Path, family: str = "llama") -> Path:
         model = GptOssForCausalLM(config)
         for layer in model.model.layers:
             layer.self_attn.sinks.data = torch.linspace(0.0, 4.0, layer.self_attn.sinks.numel())
+    elif family == "jamba":  # a hybrid: Mamba layers 0 and 2, attention layers 1 and 3
+        config = JambaConfig(**sizes, attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2,
+                             expert_layer_offset=1, num_experts=2, mamba_d_state=8, mamba_dt_rank=8,
+                             use_mamba_kernels=False, pad_token_id=tokenizer.bos_token_id)  # fmt: skip
+        model = JambaForCausalLM(config)
     else:
         model = LlamaForCausalLM(LlamaConfig(**sizes))
     model.save_pretrained(folder)

@@ -96,6 +96,9 @@ def one_head(request: session.Request, trace: Trace) -> None:
     """Scrubbing layer and head reruns only this fragment: the model is never run again here."""
     session.choose_language()  # a fragment rerun may run on a fresh thread, without app.py's setting
     layer, head = head_picker.pick_head(trace)
+    if layer not in trace.attention_layers:  # a hybrid's Mamba or linear layer: no map to draw
+        st.info(t("explorer.no_attention", layer=layer, layers=", ".join(map(str, trace.attention_layers))))
+        return
     options = st.columns(2)
     log_scale = options[0].toggle(t("explorer.log_scale"), key="log_scale")
     past_sink = options[1].toggle(t("explorer.past_sink"), key="past_sink", help=t("common.past_sink_help"))

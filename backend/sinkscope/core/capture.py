@@ -17,7 +17,15 @@ import torch
 from sinkscope.core import attention, metrics, ranges
 from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.models import LoadedModel, ModelInfo, check_ids, require_every_layer, require_loaded
-from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, HEAD_METRICS, LAYER_COLUMNS, LAYER_METRICS, Kind
+from sinkscope.core.names import (
+    DEFAULT_EPS,
+    HEAD_COLUMNS,
+    HEAD_METRICS,
+    LAYER_COLUMNS,
+    LAYER_METRICS,
+    NO_ATTENTION,
+    Kind,
+)  # fmt: skip
 from sinkscope.core.reduce import HEAD_SUMS
 from sinkscope.core.tokens import display_tokens
 
@@ -59,6 +67,11 @@ class Trace:
         return self.heads["sink"].shape
 
     @property
+    def attention_layers(self) -> tuple[int, ...]:
+        """The layers with attention heads: every one, but a hybrid's (Jamba's Mamba layers have none)."""
+        return tuple(layer for layer, kinds in enumerate(self.heads["kind"]) if kinds[0] != NO_ATTENTION)
+
+    @property
     def learned_sinks(self) -> bool:
         """Whether some head gave mass to a learned sink logit (gpt-oss); plain softmax gives exactly none."""
         return metrics.has_learned_sinks(self.heads)
@@ -72,10 +85,13 @@ class Trace:
         return metrics.prefix_sink(self.first_key, lengths)
 
     def head_rows(self) -> list[dict[str, object]]:
-        """One row per (layer, head) with the columns of the CLI's heads.csv."""
+        """One row per (layer, head) with the columns of the CLI's heads.csv; a hybrid's layers without attention
+        have no heads, so no rows."""
         n_layers, n_heads = self.shape
         rows = []
         for layer in range(n_layers):
+            if layer not in self.attention_layers:
+                continue
             for head in range(n_heads):
                 row = {"layer": layer, "head": head}
                 row.update({m: float(self.heads[m][layer, head]) for m in HEAD_METRICS})
@@ -120,19 +136,27 @@ def run_forward(
 
 def head_metrics(recorder: attention.Recorder, info: ModelInfo, n_tokens: int) -> dict[str, np.ndarray]:
     """Per-head means of a recorder's sums: the metrics of metrics.md, ``kind``, and the teaching extras."""
-    n_layers = info.n_layers
-    require_every_layer(recorder, n_layers, info.family)
+    n_layers, attending = info.n_layers, [layer for layer in range(info.n_layers) if info.attends(layer)]
+    require_every_layer(recorder, attending, info.family)
     counts = {name: n_tokens - 1 for name in HEAD_SUMS} | {"previous_token": n_tokens - 2}
+    none = torch.full((info.n_heads,), float("nan"), dtype=torch.float64)  # a layer without attention: no heads
     heads = {}
     for name, count in counts.items():
-        total = torch.stack([recorder.sums[name][layer] for layer in range(n_layers)])  # (layer, head)
+        total = torch.stack([recorder.sums[name].get(layer, none) for layer in range(n_layers)])  # (layer, head)
         heads[name] = _frozen((total / count).numpy() if count > 0 else np.full(total.shape, np.nan))
-    heads["kind"] = _frozen(metrics.head_kinds(heads[Kind.SINK], heads[Kind.DIAGONAL], heads[Kind.PREVIOUS_TOKEN]))
+    kinds = metrics.head_kinds(heads[Kind.SINK], heads[Kind.DIAGONAL], heads[Kind.PREVIOUS_TOKEN])
+    kinds[[not info.attends(layer) for layer in range(n_layers)]] = NO_ATTENTION
+    heads["kind"] = _frozen(kinds)
     # n_0 / median_{j>=1} n_j: how much the first token's value would write if it were read
-    missing_ratio = torch.full(heads["sink"].shape[1:], float("nan"), dtype=torch.float64)
-    ratio = [recorder.first_value_ratio.get(layer, missing_ratio) for layer in range(n_layers)]
+    ratio = [recorder.first_value_ratio.get(layer, none) for layer in range(n_layers)]
     heads["value_norm_ratio"] = _frozen(torch.stack(ratio).numpy())  # (layer, head)
     return heads
+
+
+def per_layer(kept: dict[int, torch.Tensor], info: ModelInfo, *shape: int) -> np.ndarray:
+    """(layer, head, *shape) float32 from a recorder's per-layer tensors; NaN where a layer has no attention."""
+    none = torch.full((info.n_heads, *shape), float("nan"))
+    return torch.stack([kept[layer].float().cpu() if layer in kept else none for layer in range(info.n_layers)]).numpy()
 
 
 def read_cosines(loaded: LoadedModel, residual: list[torch.Tensor]) -> np.ndarray:
@@ -186,7 +210,7 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
         layers=layers,
         massive=massive,
         residual=_frozen(residual),
-        first_key=_frozen(torch.stack([recorder.first_key[layer] for layer in range(n_layers)]).cpu().numpy()),
+        first_key=_frozen(per_layer(recorder.first_key, loaded.info, len(ids))),
     )
 
 
@@ -233,6 +257,8 @@ def attention_maps(
     require_loaded(loaded)
     if isinstance(layer, bool) or not isinstance(layer, int | np.integer) or not 0 <= layer < loaded.info.n_layers:
         raise InputError("error.layer_range", layer=_shown(layer), last=loaded.info.n_layers - 1)
+    if not loaded.info.attends(layer):
+        raise InputError("error.no_attention_layer", layer=layer, model=loaded.info.family)
     if isinstance(ids, str | bytes) or not len(ids):
         raise InputError("error.empty_text")
     loaded.check_length(len(ids))
@@ -284,5 +310,4 @@ def thumbnails(loaded: LoadedModel, ids: tuple[int, ...] | list[int], size: int 
     """Every head of every layer, max-pooled to at most size x size: (layer, head, rows, cols)."""
     recorder = loaded.recorder(reduce=False, pool=size)
     run_forward(loaded, list(ids), recorder)
-    n_layers = loaded.info.n_layers
-    return _frozen(torch.stack([recorder.thumbnails[layer] for layer in range(n_layers)]).cpu().numpy())
+    return _frozen(per_layer(recorder.thumbnails, loaded.info, min(size, len(ids)), min(size, len(ids))))

@@ -28,7 +28,8 @@ KIND_KEYS = {
     "diagonal": "kind.diagonal",
     "previous_token": "kind.previous_token",
     "mixed": "kind.mixed",
-}  # catalogue keys of sinkscope.core.names.Kind
+    "none": "kind.none",
+}  # catalogue keys of sinkscope.core.names.Kind, and of a hybrid's layer without attention (names.NO_ATTENTION)
 
 
 @cache

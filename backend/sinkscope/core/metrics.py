@@ -87,9 +87,11 @@ def head_kinds(sink: np.ndarray, diagonal: np.ndarray, previous_token: np.ndarra
 
 
 def sink_rate(sink: np.ndarray, eps: float = DEFAULT_EPS) -> float:
-    """Percentage of heads (all layers) whose sink score is above eps (Gu et al. 2025)."""
+    """Percentage of heads (all layers) whose sink score is above eps (Gu et al. 2025); a hybrid's layers without
+    attention (NaN) have no heads to count."""
     sink = np.asarray(sink)
-    return float(100.0 * (sink > eps).sum() / sink.size)
+    heads = np.isfinite(sink)
+    return float(100.0 * (sink[heads] > eps).sum() / heads.sum()) if heads.any() else float("nan")
 
 
 def prefix_sink(first_key: np.ndarray, lengths: list[int] | np.ndarray) -> np.ndarray:

@@ -67,6 +67,11 @@ class ModelInfo:
     max_tokens: int
     family: str = "Llama"  # sinkscope.core.families: the adapter this model is measured with
     family_found: bool = False  # its structure found in the module tree at load, not declared by a record
+    attention_layers: tuple[int, ...] | None = None  # a hybrid's layers with attention; None: every layer
+
+    def attends(self, layer: int) -> bool:
+        """Whether ``layer`` has attention heads to measure (a hybrid's Mamba or linear layers have none)."""
+        return self.attention_layers is None or layer in self.attention_layers
 
     def badge(self, lang: str = "en") -> str:
         """The model's one-line description in ``lang``: the label's and the attention's own words translated."""
@@ -301,6 +306,7 @@ def model_info(model: Any, name: str, label: str) -> ModelInfo:
         max_tokens=token_limit(model.config),
         family=family.name,
         family_found=family.found,
+        attention_layers=family.attention_layers,
     )
 
 
@@ -422,13 +428,14 @@ def check_capture(model: Any) -> None:
         family_type = model.config.get_text_config().model_type
         found = {"family": family_type, "reason": reason_of(err), "supported": supported_names()}
         raise ModelLoadError("error.not_interface", **found) from err
-    require_every_layer(recorder, n_layers, family.name)
+    require_every_layer(recorder, [layer for layer in range(n_layers) if family.attends(layer)], family.name)
     if not family.tested:
         log.warning("%s is not in Sinkscope's tested family matrix; its attention passed the load check", family.name)
 
 
-def require_every_layer(recorder: attention.Recorder, n_layers: int, family: str) -> None:
-    """A forward whose attention skipped Sinkscope in some layer measured nothing there: refuse it."""
-    missing = [layer for layer in range(n_layers) if layer not in recorder.sums["sink"]]
+def require_every_layer(recorder: attention.Recorder, layers: list[int], family: str) -> None:
+    """A forward whose attention skipped Sinkscope in one of its attention ``layers`` measured nothing there:
+    refuse it."""
+    missing = [layer for layer in layers if layer not in recorder.sums["sink"]]
     if missing:
         raise ModelLoadError("error.not_captured", layers=missing, family=family, supported=supported_names())

@@ -20,6 +20,7 @@ class Kind(StrEnum):
 
 
 KINDS: tuple[str, ...] = tuple(Kind)
+NO_ATTENTION = "none"  # the kind of a hybrid's layer without attention (Mamba, linear attention): no head to label
 LABELLED_KINDS: tuple[str, ...] = (Kind.SINK, Kind.DIAGONAL, Kind.PREVIOUS_TOKEN)  # the scores a kind is read from
 KIND_THRESHOLD = 0.5
 DEFAULT_EPS = 0.3  # Gu et al. 2025's sink-rate threshold

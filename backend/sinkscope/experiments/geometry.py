@@ -45,7 +45,8 @@ def layer_geometry(query: torch.Tensor, key: torch.Tensor) -> dict[str, float]:
 
 
 def key_geometry(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> dict[str, np.ndarray]:
-    """Per layer (layer,): the first token's key norm and mean query cosine, against the other keys'."""
+    """Per layer (layer,): the first token's key norm and mean query cosine, against the other keys' (NaN where a
+    hybrid's layer has no attention)."""
     if len(ids) < 3:
         raise InputError("error.geometry_tokens")
     found: dict[int, dict[str, float]] = {}
@@ -60,5 +61,6 @@ def key_geometry(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> dict[
 
     with attention.overriding(attend):
         run_forward(loaded, list(ids), loaded.recorder(reduce=False))
+    none = dict.fromkeys(GEOMETRY, float("nan"))  # a hybrid's layer without attention has no keys
     layers = range(loaded.info.n_layers)
-    return {name: np.array([found[layer][name] for layer in layers]) for name in GEOMETRY}
+    return {name: np.array([found.get(layer, none)[name] for layer in layers]) for name in GEOMETRY}

@@ -32,8 +32,10 @@ def kind_counts(kinds: np.ndarray) -> dict[str, int]:
 
 
 def kind_shares(kinds: np.ndarray) -> dict[str, float]:
-    """Each kind's share of all heads, in percent to one decimal."""
-    return {kind: round(100 * count / kinds.size, 1) for kind, count in kind_counts(kinds).items()}
+    """Each kind's share of all heads (a hybrid's layers without attention have none), in percent to one decimal."""
+    counts = kind_counts(kinds)
+    total = sum(counts.values())
+    return {kind: round(100 * count / total, 1) if total else 0.0 for kind, count in counts.items()}
 
 
 def kinds_seen(kinds: np.ndarray) -> Message:

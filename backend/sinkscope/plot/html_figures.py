@@ -16,6 +16,7 @@ from plotly.colors import sample_colorscale
 
 from sinkscope.core.i18n import Text
 from sinkscope.core.metrics import shown_metrics
+from sinkscope.core.names import NO_ATTENTION
 from sinkscope.plot.explore_figures import KIND_COLORS, colorscale, head_map_title
 
 FIGURES_CSS = files("sinkscope.plot").joinpath("figures.css").read_text(encoding="utf-8")
@@ -25,6 +26,8 @@ BAR_TICKS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 def cell_tip(heads: dict[str, np.ndarray], layer: int, head: int, tr: Text) -> str:
     """What hovering one head says: where it is, every metric shown for this model and its kind, one per line."""
     lines = [tr("fig.head_tip", layer=layer, head=head)]
+    if heads["kind"][layer, head] == NO_ATTENTION:  # a hybrid's Mamba or linear layer: nothing was measured
+        return "\n".join([*lines, tr.kind(NO_ATTENTION)])
     lines += [f"{m}: {tr.num(float(heads[m][layer, head]))}" for m in shown_metrics(heads)]
     lines.append(tr("fig.kind_tip", kind=tr.kind(heads["kind"][layer, head])))
     return "\n".join(lines)

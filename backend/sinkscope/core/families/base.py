@@ -32,6 +32,7 @@ class Family:
     sliding_windows: bool = False  # some layers see only their last ``sliding_window`` keys
     tested: bool = True  # in the family matrix of tests/test_families.py
     found: bool = False  # its structure found in the module tree at load (``found.find``), not declared here
+    attention_layers: tuple[int, ...] | None = None  # a hybrid's layers with attention; None: every layer has it
 
     def decoder_blocks(self, model: Any) -> torch.nn.ModuleList:
         return model.base_model.get_submodule(self.blocks)
@@ -40,8 +41,13 @@ class Family:
         """What attention applies to each h^l: layer l+1's input norm (None: it reads h^l raw), the final norm
         for h^L."""
         blocks = self.decoder_blocks(model)
-        firsts = [block.get_submodule(self.input_norm) if self.input_norm else None for block in blocks]
+        reads = [self.input_norm if self.input_norm and self.attends(i) else None for i in range(len(blocks))]
+        firsts = [block.get_submodule(read) if read else None for block, read in zip(blocks, reads, strict=True)]
         return [*firsts, model.base_model.get_submodule(self.final_norm) if self.final_norm else None]
+
+    def attends(self, layer: int) -> bool:
+        """Whether ``layer`` has attention (a hybrid's Mamba, linear-attention or convolution layers have none)."""
+        return self.attention_layers is None or layer in self.attention_layers
 
     def attention_of(self, block: torch.nn.Module) -> torch.nn.Module:
         return block.get_submodule(self.attention)

@@ -4,7 +4,8 @@ The probe (``sinkscope.core.probe``) runs a three-token forward with forward pre
 attention function that notes the module transformers hands it and what it returned. From the order of the calls:
 
 - the decoder blocks are the ModuleList of the base model with one entry per layer;
-- a block's attention is the module the attention function was handed inside it;
+- a block's attention is the module the attention function was handed inside it; a hybrid's blocks without one
+  (Mamba, linear attention, convolutions) are its layers without attention;
 - the norm attention reads through is the last norm the block ran before its attention (none: post-norm);
 - the output projection is the first linear map the attention ran after the attention function, heads x head_dim
   -> d_model, reading exactly what the function returned (else a gate or a norm lies between: refused);
@@ -54,15 +55,16 @@ def find(model: Any, probe: Probe) -> Family:
     base = model.base_model
     blocks_name = _blocks(base, config.num_hidden_layers, name)
     blocks = base.get_submodule(blocks_name)
-    _require_attention_in_every_block(probe, blocks, model, name)
-    at, attention, written = next(entry for entry in probe.attended if probe.inside(entry[1], blocks[0]))
+    attending = _attention_layers(probe, blocks, model, name)
+    block = blocks[attending[0]]
+    at, attention, written = next(entry for entry in probe.attended if probe.inside(entry[1], block))
     return Family(
         name=name,
         model_types=(model.config.model_type,),
         blocks=blocks_name,
-        input_norm=_read_norm(probe, blocks[0], at),
+        input_norm=_read_norm(probe, block, at),
         final_norm=_final_norm(probe, base, blocks[-1]),
-        attention=_path(blocks[0], attention),
+        attention=_path(block, attention),
         output_projection=_output_projection(probe, attention, at, written, config.hidden_size, name),
         conv1d_output=isinstance(_projection_module(probe, attention, at), Conv1D),
         rotary=False,  # positions are not found: a found family does not stream
@@ -71,17 +73,16 @@ def find(model: Any, probe: Probe) -> Family:
         sliding_windows=any(Family(name, ()).sliding_layers(model.config)),
         tested=False,
         found=True,
+        attention_layers=None if len(attending) == len(blocks) else tuple(attending),
     )
 
 
-def _require_attention_in_every_block(probe: Probe, blocks: torch.nn.ModuleList, model: Any, name: str) -> None:
-    """Refuse, saying which: a model with no attention, one computing it itself, or a hybrid (attention in some
-    blocks, Mamba, linear attention or convolutions in the others)."""
+def _attention_layers(probe: Probe, blocks: torch.nn.ModuleList, model: Any, name: str) -> list[int]:
+    """The blocks that call attention: every one, or a hybrid's (Mamba, linear attention or convolutions in the
+    others). None is refused, saying which: a model with no attention, or one computing it itself."""
     attending = [i for i, block in enumerate(blocks) if any(probe.inside(m, block) for _, m, _ in probe.attended)]
-    if len(attending) == len(blocks):
-        return
     if attending:
-        raise ModelLoadError("error.found_hybrid", family=name, layers=attending, n=len(blocks))
+        return attending
     named = any("attention" in type(m).__name__.lower() or "attn" in type(m).__name__.lower() for m in model.modules())
     raise ModelLoadError("error.found_own_attention" if named else "error.found_no_attention", family=name)
 

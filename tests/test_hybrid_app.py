@@ -1,0 +1,93 @@
+"""A hybrid (a tiny Jamba: Mamba layers 0 and 2, attention layers 1 and 3) in the library and the app: its attention
+layers measured exactly, the others drawn as having no attention, refused by the scrub with that said, and skipped
+by the census's rows and by interventions. The numbers are checked against transformers' own eager attention."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from sinkscope.core.capture import analyze, attention_maps
+from sinkscope.core.errors import InputError
+from sinkscope.core.models import load_model
+from sinkscope.core.names import NO_ATTENTION
+from sinkscope.experiments import interventions
+from streamlit.testing.v1 import AppTest
+
+from tests.app_pages import go_to
+from tests.html_figure import html_figure
+from tests.test_app import TIMEOUT
+from tests.tiny import build_tiny_model_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+TEXT = "Attention sinks park spare attention on the first token."
+ATTENTION = (1, 3)
+
+
+@pytest.fixture(scope="module")
+def jamba_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(build_tiny_model_dir(tmp_path_factory.mktemp("tiny-jamba"), family="jamba"))
+
+
+def opened(model: str, **params: str) -> AppTest:
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"model": model, "example": "custom", "text": TEXT, **params})
+    go_to(at, "explorer").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_the_attention_layers_are_measured_exactly_and_the_others_have_no_heads(jamba_dir: str) -> None:
+    loaded = load_model(jamba_dir)
+    trace = analyze(loaded, TEXT)
+    eager = transformers.AutoModelForCausalLM.from_pretrained(jamba_dir, attn_implementation="eager").eval()
+    with torch.no_grad():
+        expected = eager(torch.tensor([trace.token_ids]), output_attentions=True, use_cache=False).attentions
+    assert loaded.info.attention_layers == trace.attention_layers == ATTENTION and len(expected) == len(ATTENTION)
+    for layer, maps in zip(ATTENTION, expected, strict=True):  # transformers returns the attention layers' maps
+        np.testing.assert_allclose(attention_maps(loaded, trace.token_ids, layer).weights, maps[0].numpy(), atol=1e-5)
+        expected_sink = maps[0, :, 1:, 0].mean(-1).numpy()
+        np.testing.assert_allclose(trace.heads["sink"][layer], expected_sink, atol=1e-5)
+    assert np.isnan(trace.heads["sink"][[0, 2]]).all() and (trace.heads["kind"][[0, 2]] == NO_ATTENTION).all()
+    assert np.isnan(trace.first_key[[0, 2]]).all() and np.isfinite(trace.first_key[[1, 3]]).all()
+    assert {row["layer"] for row in trace.head_rows()} == set(ATTENTION)  # the census's and the CSV's rows
+    finite = trace.heads["sink"][list(ATTENTION)]
+    assert trace.sink_rate() == pytest.approx(100 * (finite > 0.3).mean())  # over the heads there are
+    with pytest.raises(InputError, match="Layer 0 of Jamba has no attention"):
+        attention_maps(loaded, trace.token_ids, 0)
+
+
+def test_an_intervention_changes_the_attention_layers_and_skips_the_others(jamba_dir: str) -> None:
+    loaded = load_model(jamba_dir)
+    with interventions.intervene(loaded, interventions.DropFirst(1, layers=(0, 1, 2, 3))):
+        dropped = analyze(loaded, TEXT)
+    assert np.all(dropped.heads["sink"][list(ATTENTION)] == 0) and np.isnan(dropped.heads["sink"][[0, 2]]).all()
+
+
+def test_the_head_map_leaves_the_layers_without_attention_empty_and_the_scrub_says_why(jamba_dir: str) -> None:
+    app = opened(jamba_dir)
+    cells = html_figure(app, "head_map").cells
+    empty = [c for c in cells if c["data-layer"] in ("0", "2")]
+    assert empty and all("transparent" in c["style"] and "no attention here" in c["title"] for c in empty)
+    assert all("transparent" not in c["style"] for c in cells if c["data-layer"] in ("1", "3"))
+    assert any("Jamba: structure found, not declared" in text.value for text in app.sidebar.text)  # the badge
+    one = opened(jamba_dir, tab_id="one", layer="2", head="1")
+    assert any(i.value.startswith("Layer 2 has no attention heads") and "1, 3" in i.value for i in one.info)
+    depth = opened(jamba_dir, tab_id="depth")
+    assert not depth.exception
+
+
+@pytest.mark.parametrize(
+    "page", ["explorer?tab_id=all", "explorer?tab_id=depth", "reads-nothing", "massive", "diagonals", "break",
+             "streaming", "claims", "course"],
+)  # fmt: skip
+def test_every_page_that_reads_the_model_runs_on_a_hybrid(jamba_dir: str, page: str) -> None:
+    path, _, query = page.partition("?")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"model": jamba_dir, "example": "custom", "text": TEXT})
+    at.query_params.update(dict(part.split("=") for part in query.split("&") if part))
+    go_to(at, path).run()
+    assert not at.exception, at.exception
