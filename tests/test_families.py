@@ -76,15 +76,26 @@ MATRIX = {
     "stablelm": transformers.StableLmConfig(**SIZES),
     "starcoder2": transformers.Starcoder2Config(**SIZES),
     "glm4": transformers.Glm4Config(**SIZES, head_dim=16),  # a norm after attention as well as before it
+    "granitemoe": transformers.GraniteMoeConfig(**SIZES, num_local_experts=4, num_experts_per_tok=2),
+    "helium": transformers.HeliumConfig(**SIZES, head_dim=16),
+    "internlm3": transformers.InternLM3Config(**SIZES, head_dim=16),
+    "exaone4": transformers.Exaone4Config(**SIZES, sliding_window=7, layer_types=LAYER_TYPES),  # sliding, post-norm
+    "seed_oss": transformers.SeedOssConfig(**SIZES, head_dim=16),
+    "arcee": transformers.ArceeConfig(**SIZES),  # Llama's layout with a ReLU-squared MLP
+    "llama4_text": transformers.Llama4TextConfig(**SIZES, head_dim=16, num_local_experts=2, intermediate_size_mlp=128),
+    "hunyuan_v1_dense": transformers.HunYuanDenseV1Config(**SIZES, head_dim=16),
 }  # fmt: skip
-FOUND = ("mixtral", "qwen2_moe", "olmoe", "cohere", "cohere2", "stablelm", "starcoder2", "glm4")
+FOUND = (
+    "mixtral", "qwen2_moe", "olmoe", "cohere", "cohere2", "stablelm", "starcoder2", "glm4", "granitemoe", "helium",
+    "internlm3", "exaone4", "seed_oss", "arcee", "llama4_text", "hunyuan_v1_dense",
+)  # fmt: skip
 REFUSED = {  # a config, and the name its refusal gives (a record's, or the model's own)
     "falcon": (transformers.FalconConfig(vocab_size=96, hidden_size=64, num_hidden_layers=2, num_attention_heads=4),
                "Falcon"),
     "qwen3_next": (transformers.Qwen3NextConfig(
         **SIZES | {"num_hidden_layers": 2}, head_dim=16, num_experts=4, num_experts_per_tok=2,
         layer_types=["linear_attention", "full_attention"],
-    ), "Qwen3-Next"),
+    ), "Qwen3Next changes its heads' output"),  # a hybrid whose attention closes a gate on each head's output
     "gpt_neo": (transformers.GPTNeoConfig(  # its own table of attention classes: a KeyError, once a traceback
         vocab_size=96, hidden_size=64, num_layers=2, num_heads=4, attention_types=[[["global", "local"], 1]],
         bos_token_id=1, eos_token_id=2,
@@ -92,11 +103,6 @@ REFUSED = {  # a config, and the name its refusal gives (a record's, or the mode
     "bloom": (transformers.BloomConfig(vocab_size=96, hidden_size=64, n_layer=2, n_head=4, bos_token_id=1,
                                        eos_token_id=2), "Bloom"),  # ALiBi, computed inline
     "mamba": (transformers.MambaConfig(vocab_size=96, hidden_size=64, num_hidden_layers=2), "Mamba"),  # no attention
-    "jamba": (transformers.JambaConfig(  # Mamba layers and one attention layer
-        vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, attn_layer_period=2, attn_layer_offset=1, expert_layer_period=2, expert_layer_offset=1,
-        num_experts=2, mamba_d_state=8, mamba_dt_rank=8, use_mamba_kernels=False,
-    ), "Jamba is a hybrid: only layers [1]"),
 }  # fmt: skip
 STREAMS = {
     "llama", "qwen2", "qwen3", "gemma", "gpt_neox", "olmo2", "phi3", "smollm3", "granite", "gpt_oss-full", "phi",
@@ -408,12 +414,13 @@ def test_every_causal_lm_transformers_ships_is_measured_exactly_or_refused_in_on
     except ModelLoadError as refused:
         assert "\n" not in str(refused) and str(refused).endswith("."), str(refused)
         return
-    analyze_ids(loaded, ids[:24])
-    for layer, eager_maps in enumerate(expected.attentions):
-        if eager_maps is not None:
-            maps = attention_maps(loaded, ids[:24], layer).weights
-            expected_maps = rows_normalized(eager_maps[0].float().numpy())
-            np.testing.assert_allclose(rows_normalized(maps), expected_maps, atol=5e-5)  # Gemma-4's scale of 1: 1.5e-5
+    trace = analyze_ids(loaded, ids[:24])
+    given = [maps for maps in expected.attentions if maps is not None]  # a hybrid's: its attention layers' alone
+    assert len(given) == len(trace.attention_layers)
+    for layer, eager_maps in zip(trace.attention_layers, given, strict=True):
+        maps = attention_maps(loaded, ids[:24], layer).weights
+        expected_maps = rows_normalized(eager_maps[0].float().numpy())
+        np.testing.assert_allclose(rows_normalized(maps), expected_maps, atol=5e-5)  # Gemma-4's scale of 1: 1.5e-5
     with torch.no_grad(), attention.recording(loaded.recorder()):  # the chunked kernel, not SDPA
         logits = model(torch.tensor([ids[:24]]), use_cache=False).logits
     torch.testing.assert_close(logits, expected.logits, atol=1e-4, rtol=1e-4)

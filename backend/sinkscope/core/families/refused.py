@@ -4,5 +4,4 @@ from sinkscope.core.families.base import Refused
 
 REFUSED = (
     Refused("Falcon", ("falcon",), "family.refused.falcon"),
-    Refused("Qwen3-Next", ("qwen3_next",), "family.refused.qwen3_next"),
 )
