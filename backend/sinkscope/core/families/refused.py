@@ -2,6 +2,4 @@
 
 from sinkscope.core.families.base import Refused
 
-REFUSED = (
-    Refused("Falcon", ("falcon",), "family.refused.falcon"),
-)
+REFUSED = (Refused("Falcon", ("falcon",), "family.refused.falcon"),)
