@@ -1,6 +1,7 @@
 """A hybrid (a tiny Jamba: Mamba layers 0 and 2, attention layers 1 and 3) in the library and the app: its attention
 layers measured exactly, the others drawn as having no attention, refused by the scrub with that said, and skipped
-by the census's rows and by interventions. The numbers are checked against transformers' own eager attention."""
+by the census's rows and by interventions. The numbers are checked against transformers' own eager attention. Every
+page that reads the model also runs on a family measured on the slow path (a tiny Bloom)."""
 
 from __future__ import annotations
 
@@ -80,14 +81,24 @@ def test_the_head_map_leaves_the_layers_without_attention_empty_and_the_scrub_sa
     assert not depth.exception
 
 
-@pytest.mark.parametrize(
-    "page", ["explorer?tab_id=all", "explorer?tab_id=depth", "reads-nothing", "massive", "diagonals", "break",
-             "streaming", "claims", "course"],
-)  # fmt: skip
-def test_every_page_that_reads_the_model_runs_on_a_hybrid(jamba_dir: str, page: str) -> None:
+@pytest.fixture(scope="module")
+def bloom_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return str(build_tiny_model_dir(tmp_path_factory.mktemp("tiny-bloom"), family="bloom"))
+
+
+PAGES = ["explorer", "explorer?tab_id=one", "explorer?tab_id=all", "explorer?tab_id=depth", "reads-nothing", "massive",
+         "diagonals", "break", "streaming", "claims", "course"]  # fmt: skip
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("kind", ["jamba", "bloom"])  # a hybrid, and a family on the slow path
+def test_every_page_that_reads_the_model_runs_on_a_hybrid_and_on_the_slow_path(
+    request: pytest.FixtureRequest, kind: str, page: str
+) -> None:
+    model = request.getfixturevalue(f"{kind}_dir")
     path, _, query = page.partition("?")
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params.update({"model": jamba_dir, "example": "custom", "text": TEXT})
+    at.query_params.update({"model": model, "example": "custom", "text": TEXT})
     at.query_params.update(dict(part.split("=") for part in query.split("&") if part))
     go_to(at, path).run()
     assert not at.exception, at.exception

@@ -12,6 +12,8 @@ from pathlib import Path
 import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
+    BloomConfig,
+    BloomForCausalLM,
     GptOssConfig,
     GptOssForCausalLM,
     JambaConfig,
@@ -33,7 +35,7 @@ def corpus() -> list[str]:
 def build_tiny_model_dir(folder: Path, family: str = "llama") -> Path:
     """Write config, random weights and tokenizer into ``folder``; returns it. ``family="gpt_oss"``: a tiny gpt-oss,
     its learned sink logits set to the size a trained model has (random ones near 0 take little); ``"jamba"``: a
-    tiny hybrid, attention in every other layer."""
+    tiny hybrid, attention in every other layer; ``"bloom"``: a tiny Bloom, measured on the slow path."""
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
@@ -59,6 +61,9 @@ def build_tiny_model_dir(folder: Path, family: str = "llama") -> Path:
                              expert_layer_offset=1, num_experts=2, mamba_d_state=8, mamba_dt_rank=8,
                              use_mamba_kernels=False, pad_token_id=tokenizer.bos_token_id)  # fmt: skip
         model = JambaForCausalLM(config)
+    elif family == "bloom":  # the slow path: ALiBi attention computed in Bloom's own code
+        keep = {k: v for k, v in sizes.items() if k in ("vocab_size", "hidden_size", "bos_token_id", "eos_token_id")}
+        model = BloomForCausalLM(BloomConfig(**keep, n_layer=4, n_head=4))
     else:
         model = LlamaForCausalLM(LlamaConfig(**sizes))
     model.save_pretrained(folder)

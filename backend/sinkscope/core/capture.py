@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from sinkscope.core import attention, metrics, ranges
+from sinkscope.core import attention, metrics, ranges, slow
+from sinkscope.core.arrays import pool_max
 from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.models import LoadedModel, ModelInfo, check_ids, require_every_layer, require_loaded
 from sinkscope.core.names import (
@@ -197,7 +198,15 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
     ids = change.input_ids(ids) if change is not None else ids
     n_layers = loaded.info.n_layers
     recorder = loaded.recorder(residual=[None] * (n_layers + 1))
-    run_forward(loaded, ids, recorder)
+    if loaded.family.slow:  # maps from transformers' eager attention: every layer's at once
+        check_ids(loaded, ids)
+        maps, values = slow.forward(loaded, ids, recorder)
+        heads = {name: _frozen(values) for name, values in slow.head_metrics(loaded, maps, values).items()}
+        first_key = torch.stack([layer_maps[:, :, 0] for layer_maps in maps]).cpu().numpy()  # (layer, head, query)
+    else:
+        run_forward(loaded, ids, recorder)
+        heads, first_key = head_metrics(recorder, loaded.info, len(ids)), per_layer(recorder.first_key, loaded.info,
+                                                                                    len(ids))  # fmt: skip
     residual = recorder.residual_stream()  # (layer + 1, token, d_model)
     require_finite(residual, loaded.info.dtype)
     layers, massive = _layer_metrics(residual, read_cosines(loaded, recorder.residual))
@@ -206,11 +215,11 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
         model=loaded.info.name,
         token_ids=tuple(ids),
         tokens=tokens,
-        heads=head_metrics(recorder, loaded.info, len(ids)),
+        heads=heads,
         layers=layers,
         massive=massive,
         residual=_frozen(residual),
-        first_key=_frozen(per_layer(recorder.first_key, loaded.info, len(ids))),
+        first_key=_frozen(first_key),
     )
 
 
@@ -266,6 +275,8 @@ def attention_maps(
     if start is not None and tuple(np.shape(start)) != (len(ids), loaded.model.config.hidden_size):
         raise InputError("error.start_shape", shape=tuple(np.shape(start)), tokens=len(ids),
                          width=loaded.model.config.hidden_size)  # fmt: skip
+    if loaded.family.slow:
+        return _slow_maps(loaded, list(ids), layer)
     recorder = loaded.recorder(reduce=False, maps_of=frozenset({layer}), stop_after=layer)
     if start is not None and layer > 0 and _blocks_alike(loaded):
         _run_block(loaded, list(ids), layer, start, recorder)
@@ -273,6 +284,16 @@ def attention_maps(
         run_forward(loaded, list(ids), recorder)
     kept = (recorder.maps, recorder.norms, recorder.withheld, recorder.output_norms, recorder.learned)
     return LayerMaps(layer, *(_frozen(found[layer].float().cpu().numpy()) for found in kept))
+
+
+def _slow_maps(loaded: LoadedModel, ids: list[int], layer: int) -> LayerMaps:
+    """One layer of the slow path's forward (it runs every layer: its families take no input at a layer)."""
+    maps, values = slow.forward(loaded, ids, loaded.recorder(reduce=False))
+    measured = slow.layer_measures(loaded, layer, maps[layer], values[layer])
+    weights = maps[layer].cpu().numpy()
+    nothing = np.full(weights.shape[:2], np.nan, dtype=np.float32)  # withheld: the scores are the family's own
+    return LayerMaps(layer, *(_frozen(np.asarray(found, dtype=np.float32)) for found in (
+        weights, measured["value_norms"], nothing, measured["output_norms"], np.zeros(weights.shape[:2]))))  # fmt: skip
 
 
 def _shown(value: object) -> str:
@@ -308,6 +329,10 @@ def _run_block(
 
 def thumbnails(loaded: LoadedModel, ids: tuple[int, ...] | list[int], size: int = 32) -> np.ndarray:
     """Every head of every layer, max-pooled to at most size x size: (layer, head, rows, cols)."""
+    if loaded.family.slow:
+        maps, _ = slow.forward(loaded, list(ids), loaded.recorder(reduce=False))
+        pooled = [[pool_max(head.cpu().numpy(), size)[0] for head in layer_maps] for layer_maps in maps]
+        return _frozen(np.array(pooled, dtype=np.float32))  # (layer, head, rows, cols)
     recorder = loaded.recorder(reduce=False, pool=size)
     run_forward(loaded, list(ids), recorder)
     return _frozen(per_layer(recorder.thumbnails, loaded.info, min(size, len(ids)), min(size, len(ids))))

@@ -29,10 +29,10 @@ from transformers.models.auto.modeling_auto import (
 )
 from transformers.utils import logging as hf_logging
 
-from sinkscope.core import attention
+from sinkscope.core import attention, slow
 from sinkscope.core.bundled import BUNDLED, BundledModel, cache_root, shown_label
 from sinkscope.core.errors import InputError, ModelLoadError, TokenLimitError, reason_of, shortened
-from sinkscope.core.families import Family, check_supported, family_of, supported_names
+from sinkscope.core.families import Family, check_supported, declared, family_of, supported_names
 from sinkscope.core.folders import check_files, check_folder, looks_local
 from sinkscope.core.hooks import decoder_layers, install_residual_hooks
 from sinkscope.core.i18n import Text
@@ -68,6 +68,7 @@ class ModelInfo:
     family: str = "Llama"  # sinkscope.core.families: the adapter this model is measured with
     family_found: bool = False  # its structure found in the module tree at load, not declared by a record
     attention_layers: tuple[int, ...] | None = None  # a hybrid's layers with attention; None: every layer
+    slow_path: bool = False  # its maps come from transformers' eager attention (``core.slow``), not the kernel
 
     def attends(self, layer: int) -> bool:
         """Whether ``layer`` has attention heads to measure (a hybrid's Mamba or linear layers have none)."""
@@ -79,6 +80,7 @@ class ModelInfo:
         label = shown_label(self.label, lang)
         kernel = tr("badge.attention") if self.attention == attention.ATTENTION_LABEL else self.attention
         badge = tr("badge", label=label, dtype=self.dtype, device=self.device, attention=kernel)
+        badge += tr("badge.slow", family=self.family) if self.slow_path else ""
         return badge + tr("badge.found", family=self.family) if self.family_found else badge
 
 
@@ -292,19 +294,20 @@ def load_tokenizer(spec: str) -> tuple[Any, int]:
 def model_info(model: Any, name: str, label: str) -> ModelInfo:
     """What the UI and CLI show about a loaded model."""
     config = model.config.get_text_config()
-    n_heads = config.num_attention_heads
+    n_heads, limit = config.num_attention_heads, token_limit(model.config)
     family = family_of(model.config)
     return ModelInfo(
         name=name,
         label=label,
         dtype=str(model.dtype).removeprefix("torch."),
         device=str(model.device),
-        attention=attention.ATTENTION_LABEL,
+        attention="eager" if family.slow else attention.ATTENTION_LABEL,
         n_layers=config.num_hidden_layers,
         n_heads=n_heads,
         n_kv_heads=getattr(config, "num_key_value_heads", None) or n_heads,
-        max_tokens=token_limit(model.config),
+        max_tokens=slow.token_limit(model.config, limit) if family.slow else limit,
         family=family.name,
+        slow_path=family.slow,
         family_found=family.found,
         attention_layers=family.attention_layers,
     )
@@ -349,7 +352,7 @@ def load_model(
                 lambda: AutoModelForCausalLM.from_pretrained(
                     source,
                     dtype=torch_dtype,
-                    attn_implementation=attention.ATTENTION_NAME,
+                    attn_implementation=implementation_for(config),
                     trust_remote_code=False,
                     ignore_mismatched_sizes=True,  # reported below as one sentence, not transformers' table
                     output_loading_info=True,
@@ -365,6 +368,12 @@ def load_model(
         lay_out_for_decoding(model)
     check_capture(model)
     return LoadedModel(model, tokenizer, model_info(model, spec, label))
+
+
+def implementation_for(config: Any) -> str:
+    """The attention a model is built with: Sinkscope's, or transformers' eager one for a slow-path family."""
+    record = declared(config)
+    return "eager" if record is not None and record.slow else attention.ATTENTION_NAME
 
 
 def with_sinkscope_attention(build: Callable[[], T], name: str) -> T:
@@ -417,6 +426,9 @@ def check_capture(model: Any) -> None:
     """Refuse, at load, a model whose attention does not reach Sinkscope in every layer: a three-token forward
     must call ``sinkscope.core.attention`` once per layer, with no argument it would have to ignore."""
     n_layers = model.config.get_text_config().num_hidden_layers
+    if getattr(declared(model.config), "slow", False):
+        check_slow(model)
+        return
     try:
         family = find_family(model)
         recorder = attention.Recorder(family=family)
@@ -431,6 +443,16 @@ def check_capture(model: Any) -> None:
     require_every_layer(recorder, [layer for layer in range(n_layers) if family.attends(layer)], family.name)
     if not family.tested:
         log.warning("%s is not in Sinkscope's tested family matrix; its attention passed the load check", family.name)
+
+
+def check_slow(model: Any) -> None:
+    """A slow-path family must return every layer's weights from its eager forward, and compute no NaN there."""
+    with torch.inference_mode():
+        ids = torch.tensor([[5, 7, 11]], device=model.device) % model.get_input_embeddings().num_embeddings
+        output = model(input_ids=ids, output_attentions=True, use_cache=False)
+    given = [layer for layer, maps in enumerate(output.attentions or ()) if maps is not None]
+    if len(given) != model.config.get_text_config().num_hidden_layers:
+        raise ModelLoadError("error.slow_no_weights", family=family_of(model.config).name)
 
 
 def require_every_layer(recorder: attention.Recorder, layers: list[int], family: str) -> None:

@@ -21,7 +21,7 @@ import torch
 
 from sinkscope.core import attention, chunked, metrics, ranges
 from sinkscope.core.capture import head_metrics, run_forward
-from sinkscope.core.errors import InputError
+from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.i18n import Message, times
 from sinkscope.core.models import LoadedModel, ModelInfo, require_loaded
 from sinkscope.core.tokens import display_token
@@ -105,7 +105,8 @@ def intervene(loaded: LoadedModel, *changes: Intervention) -> Iterator[Intervent
     other threads (other app sessions) do not. Inside another ``intervene`` block the changes compose: the
     outer block's apply first, then these (``Together``).
     """
-    require_loaded(loaded)
+    if require_loaded(loaded).family.slow:  # its attention runs in the family's own code, not Sinkscope's kernel
+        raise ModelLoadError("error.slow_intervention", family=loaded.info.family)
     for change in changes:  # checked against this model before any forward pass runs under them
         if not isinstance(change, Intervention):
             raise InputError("error.not_intervention", value=repr(change)[:60])

@@ -11,22 +11,22 @@ from __future__ import annotations
 from typing import Any
 
 from sinkscope.core.errors import ModelLoadError
-from sinkscope.core.families import gemma, gpt2, gpt_neox, gpt_oss, gptj, llama, olmo2, opt, phi, smollm3
+from sinkscope.core.families import gemma, gpt2, gpt_neox, gpt_oss, gptj, llama, olmo2, opt, phi, slow, smollm3
 from sinkscope.core.families.base import Family, Refused
 from sinkscope.core.families.refused import REFUSED
 from sinkscope.core.i18n import Message
 
 FAMILIES: tuple[Family, ...] = (
     *llama.FAMILIES, *gemma.FAMILIES, *gpt2.FAMILIES, *gpt_neox.FAMILIES, *olmo2.FAMILIES, *gpt_oss.FAMILIES,
-    *smollm3.FAMILIES, *opt.FAMILIES, *phi.FAMILIES, *gptj.FAMILIES,
+    *smollm3.FAMILIES, *opt.FAMILIES, *phi.FAMILIES, *gptj.FAMILIES, *slow.FAMILIES,
 )  # fmt: skip
 _BY_TYPE: dict[str, Family] = {model_type: family for family in FAMILIES for model_type in family.model_types}
 _REFUSED: dict[str, Refused] = {model_type: refused for refused in REFUSED for model_type in refused.model_types}
 _FOUND: dict[str, Family] = {}  # a model's own type -> the structure found at its first load (the type's code)
 
 __all__ = [
-    "FAMILIES", "REFUSED", "Family", "Refused", "check_supported", "family_of", "known", "name_of", "register_found",
-    "supported_names",
+    "FAMILIES", "REFUSED", "Family", "Refused", "check_supported", "declared", "family_of", "known", "name_of",
+    "register_found", "supported_names",
 ]  # fmt: skip
 
 
@@ -61,6 +61,12 @@ def name_of(config: Any) -> str:
     may not be found yet: a refusal during the probe names it so)."""
     family = _BY_TYPE.get(_model_type(config)) or _FOUND.get(config.model_type)
     return family.name if family is not None else config.model_type
+
+
+def declared(config: Any) -> Family | None:
+    """The record of the model's family, if Sinkscope has one (before the model is built: a slow family loads with
+    transformers' eager attention)."""
+    return _BY_TYPE.get(_model_type(config))
 
 
 def known(config: Any) -> bool:

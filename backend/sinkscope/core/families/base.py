@@ -33,6 +33,7 @@ class Family:
     tested: bool = True  # in the family matrix of tests/test_families.py
     found: bool = False  # its structure found in the module tree at load (``found.find``), not declared here
     attention_layers: tuple[int, ...] | None = None  # a hybrid's layers with attention; None: every layer has it
+    slow: bool = False  # measured from the weights its eager forward returns (``core.slow``), not by the kernel
 
     def decoder_blocks(self, model: Any) -> torch.nn.ModuleList:
         return model.base_model.get_submodule(self.blocks)
@@ -60,6 +61,10 @@ class Family:
     def rope_layers(self, config: Any) -> tuple[bool, ...]:
         """Per layer: whether its queries and keys are rotated."""
         return (self.rotary,) * config.num_hidden_layers
+
+    def sliding_window(self, config: Any) -> int | None:
+        """The keys a sliding layer sees."""
+        return getattr(config.get_text_config(), "sliding_window", None)
 
     def sliding_layers(self, config: Any) -> tuple[bool, ...]:
         """Per layer: whether it sees only its last ``sliding_window`` keys (its mask says which)."""
