@@ -11,10 +11,14 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from sinkscope.census.files import window_rows
+from sinkscope.census.runner import CensusWorker
+from sinkscope.census.table import check_values
+from sinkscope.core import metrics
 from sinkscope.core.capture import analyze, attention_maps
 from sinkscope.core.errors import InputError
 from sinkscope.core.models import load_model
-from sinkscope.core.names import NO_ATTENTION
+from sinkscope.core.names import HEAD_METRICS, NO_ATTENTION
 from sinkscope.experiments import interventions
 from streamlit.testing.v1 import AppTest
 
@@ -49,9 +53,11 @@ def test_the_attention_layers_are_measured_exactly_and_the_others_have_no_heads(
         expected = eager(torch.tensor([trace.token_ids]), output_attentions=True, use_cache=False).attentions
     assert loaded.info.attention_layers == trace.attention_layers == ATTENTION and len(expected) == len(ATTENTION)
     for layer, maps in zip(ATTENTION, expected, strict=True):  # transformers returns the attention layers' maps
-        np.testing.assert_allclose(attention_maps(loaded, trace.token_ids, layer).weights, maps[0].numpy(), atol=1e-5)
-        expected_sink = maps[0, :, 1:, 0].mean(-1).numpy()
-        np.testing.assert_allclose(trace.heads["sink"][layer], expected_sink, atol=1e-5)
+        measured = attention_maps(loaded, trace.token_ids, layer)
+        np.testing.assert_allclose(measured.weights, maps[0].numpy(), atol=1e-5)
+        scores = metrics.head_scores(maps[0].numpy(), measured.value_norms)
+        for metric in HEAD_METRICS:
+            np.testing.assert_allclose(trace.heads[metric][layer], scores[metric], atol=1e-5, err_msg=metric)
     assert np.isnan(trace.heads["sink"][[0, 2]]).all() and (trace.heads["kind"][[0, 2]] == NO_ATTENTION).all()
     assert np.isnan(trace.first_key[[0, 2]]).all() and np.isfinite(trace.first_key[[1, 3]]).all()
     assert {row["layer"] for row in trace.head_rows()} == set(ATTENTION)  # the census's and the CSV's rows
@@ -102,3 +108,19 @@ def test_every_page_that_reads_the_model_runs_on_a_hybrid_and_on_the_slow_path(
     at.query_params.update(dict(part.split("=") for part in query.split("&") if part))
     go_to(at, path).run()
     assert not at.exception, at.exception
+
+
+@pytest.mark.parametrize("kind", ["jamba", "bloom"])
+def test_a_census_window_of_a_hybrid_or_a_slow_family_reads_back_as_a_heads_table(
+    request: pytest.FixtureRequest, kind: str
+) -> None:
+    """One window through the census's worker and writer (no Ray): the heads it has, every value checked."""
+    model = request.getfixturevalue(f"{kind}_dir")
+    ids = load_model(model).encode(TEXT)
+    window = {"model": model, "doc_id": "d", "length": len(ids), "start": 0, "ids": ids, "problem": "",
+              "doc_windows": 1}  # fmt: skip
+    result = CensusWorker("cpu", "auto")({name: np.array([value], dtype=object) for name, value in window.items()})
+    heads, _ = window_rows({name: values[0] for name, values in result.items()})
+    table = check_values(heads.assign(model=kind, length=len(ids)), "heads")
+    expected_layers = set(ATTENTION) if kind == "jamba" else {0, 1, 2, 3}
+    assert set(table["layer"]) == expected_layers and table["sink"].notna().all()

@@ -29,7 +29,7 @@ import pandas as pd
 from sinkscope.census.corpus import WindowKey
 from sinkscope.census.table import Limits, read_heads_table
 from sinkscope.core.errors import InputError
-from sinkscope.core.names import HEAD_METRICS, LAYER_METRICS
+from sinkscope.core.names import HEAD_METRICS, LAYER_METRICS, NO_ATTENTION
 
 MANIFEST = "census.json"
 TABLES = ("heads", "layers")
@@ -41,12 +41,13 @@ def _partition(table: str, model: str, length: int) -> Path:
     return Path(table) / f"model={quote(model, safe='')}" / f"length={length}"
 
 
-def _window_rows(row: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A worker's result row -> (heads rows, layers rows) of one window."""
+def window_rows(row: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A worker's result row -> (heads rows, layers rows) of one window (a hybrid's heads: its attention layers')."""
     n_heads = int(row["n_heads"])
     n_cells = len(row["sink"])
     layer, head = np.divmod(np.arange(n_cells), n_heads)  # rows of the (layer, head) grid, flattened
     heads = pd.DataFrame({"layer": layer, "head": head, **{m: row[m] for m in HEAD_METRICS}, "kind": row["kind"]})
+    heads = heads[heads["kind"] != NO_ATTENTION]  # a hybrid's layers without attention have no heads to count
     layers = pd.DataFrame({name: row["layer_" + name] for name in LAYER_METRICS})
     layers.insert(0, "layer", np.arange(len(layers)))
     for table in (heads, layers):
@@ -79,7 +80,7 @@ class Writer:
         for row in self.rows:
             groups[str(row["model"]), int(row["length"])].append(row)
         for (model, length), rows in groups.items():
-            pairs = [_window_rows(row) for row in rows]
+            pairs = [window_rows(row) for row in rows]
             heads, layers = (pd.concat([pair[i] for pair in pairs], ignore_index=True) for i in range(2))
             name = f"part-{uuid.uuid4().hex}.parquet"
             temporary = [self._write_hidden(table, model, length, name, frame)
