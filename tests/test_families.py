@@ -394,7 +394,7 @@ def built_tiny(model_type: str, ids: list[int]) -> tuple[object, object]:
             torch.manual_seed(0)
             eager = AutoModelForCausalLM.from_config(copy.deepcopy(config), attn_implementation="eager").eval()
             with torch.no_grad():
-                return config, eager(torch.tensor([ids]), output_attentions=True)
+                return config, eager(torch.tensor([ids]), output_attentions=True, use_cache=False)
     except Exception as err:  # noqa: BLE001 - whatever transformers raises, this type is no row of the walk
         pytest.skip(f"transformers does not build {model_type} tiny from {sorted(TINY)}: {reason_of(err)}")
 
