@@ -2,4 +2,7 @@
 
 from sinkscope.core.families.base import Refused
 
-REFUSED = (Refused("Falcon", ("falcon",), "family.refused.falcon"),)
+REFUSED = (
+    Refused("Falcon", ("falcon",), "family.refused.falcon"),
+    Refused("RWKV", ("rwkv",), "family.refused.rwkv"),
+)
