@@ -98,6 +98,14 @@ SLOW = {  # attention computed in the family's own code: measured from its eager
     "bloom": transformers.BloomConfig(vocab_size=96, hidden_size=64, n_layer=3, n_head=4, bos_token_id=1,
                                       eos_token_id=2),  # ALiBi
     "mpt": transformers.MptConfig(vocab_size=96, d_model=64, n_layers=3, n_heads=4, max_seq_len=512),  # ALiBi
+    "falcon": transformers.FalconConfig(vocab_size=96, hidden_size=64, num_hidden_layers=3, num_attention_heads=4),
+    "falcon-40b": transformers.FalconConfig(  # groups of queries with one key and value each, its own ln_attn
+        vocab_size=96, hidden_size=64, num_hidden_layers=3, num_attention_heads=4, new_decoder_architecture=True,
+        num_kv_heads=2,
+    ),
+    "falcon-mha": transformers.FalconConfig(
+        vocab_size=96, hidden_size=64, num_hidden_layers=3, num_attention_heads=4, multi_query=False,
+    ),
     "gpt_neo": transformers.GPTNeoConfig(
         vocab_size=96, hidden_size=64, num_layers=3, num_heads=4, window_size=7, bos_token_id=1, eos_token_id=2,
         attention_types=[[["global", "local"], 1], [["global"], 1]],
@@ -108,13 +116,13 @@ FOUND = (
     "internlm3", "exaone4", "seed_oss", "arcee", "llama4_text", "hunyuan_v1_dense",
 )  # fmt: skip
 REFUSED = {  # a config, and the name its refusal gives (a record's, or the model's own)
-    "falcon": (transformers.FalconConfig(vocab_size=96, hidden_size=64, num_hidden_layers=2, num_attention_heads=4),
-               "Falcon"),
     "qwen3_next": (transformers.Qwen3NextConfig(
         **SIZES | {"num_hidden_layers": 2}, head_dim=16, num_experts=4, num_experts_per_tok=2,
         layer_types=["linear_attention", "full_attention"],
     ), "Qwen3Next changes its heads' output"),  # a hybrid whose attention closes a gate on each head's output
     "mamba": (transformers.MambaConfig(vocab_size=96, hidden_size=64, num_hidden_layers=2), "Mamba"),  # no attention
+    "rwkv": (transformers.RwkvConfig(vocab_size=96, hidden_size=64, num_hidden_layers=2), "RWKV"),  # a recurrence
+    "diffllama": (transformers.DiffLlamaConfig(**SIZES, head_dim=16), "DiffLlama changes its heads' output"),
 }  # fmt: skip
 STREAMS = {
     "llama", "qwen2", "qwen3", "gemma", "gpt_neox", "olmo2", "phi3", "smollm3", "granite", "gpt_oss-full", "phi",

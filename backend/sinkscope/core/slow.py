@@ -10,6 +10,7 @@ Sinkscope's kernel, are refused.
 from __future__ import annotations
 
 import math
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -32,9 +33,12 @@ def forward(loaded: Any, ids: list[int], recorder: attention.Recorder) -> tuple[
     values (token, head, head_dim)."""
     family, n_heads = loaded.family, loaded.info.n_heads
     values: list[torch.Tensor] = []
-    keep = lambda _module, _args, output: values.append(family.split_values(output[0], n_heads))  # noqa: E731
-    modules = [family.attention_of(block).get_submodule(family.values) for block in loaded.blocks]
-    hooks = [module.register_forward_hook(keep) for module in modules]
+    attentions = [family.attention_of(block) for block in loaded.blocks]
+
+    def keep(attention: torch.nn.Module, _module: torch.nn.Module, _args: tuple, output: torch.Tensor) -> None:
+        values.append(family.split_values(output[0], attention, n_heads))
+
+    hooks = [a.get_submodule(family.values).register_forward_hook(partial(keep, a)) for a in attentions]
     try:
         with torch.inference_mode(), attention.recording(recorder):
             output = loaded.model(input_ids=torch.tensor([ids], device=loaded.model.device), output_attentions=True,

@@ -2,7 +2,4 @@
 
 from sinkscope.core.families.base import Refused
 
-REFUSED = (
-    Refused("Falcon", ("falcon",), "family.refused.falcon"),
-    Refused("RWKV", ("rwkv",), "family.refused.rwkv"),
-)
+REFUSED = (Refused("RWKV", ("rwkv",), "family.refused.rwkv"),)
