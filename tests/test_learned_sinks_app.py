@@ -68,13 +68,13 @@ def test_the_softmax_lesson_shows_what_the_models_sink_logit_absorbs(gpt_oss_dir
 
 
 def test_a_refused_family_is_one_message_in_the_sidebar(tmp_path: Path) -> None:
-    """Falcon's attention bypasses transformers' interface: the app says so, naming it, and keeps the page."""
+    """RWKV has no attention (its time mixing is a recurrence): the app says so, naming it, and keeps the page."""
     torch.manual_seed(0)
-    config = transformers.FalconConfig(vocab_size=96, hidden_size=64, num_hidden_layers=2, num_attention_heads=4)
-    transformers.FalconForCausalLM(config).save_pretrained(tmp_path)
+    config = transformers.RwkvConfig(vocab_size=96, hidden_size=64, num_hidden_layers=2)
+    transformers.RwkvForCausalLM(config).save_pretrained(tmp_path)
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params.update({"model": str(tmp_path), "example": "custom", "text": TEXT})
     at.run()
     assert not at.exception, at.exception
     errors = [e.value for e in at.sidebar.error] + [e.value for e in at.error]
-    assert any("Falcon is not supported" in e and "attention interface" in e for e in errors), errors
+    assert any("RWKV is not supported" in e and "recurrence" in e for e in errors), errors
