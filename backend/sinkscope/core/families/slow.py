@@ -68,18 +68,16 @@ class GptNeo(Slow):
         return config.window_size
 
 
-BLOOM = Bloom(
-    "Bloom", ("bloom",), blocks="h", final_norm="ln_f", attention="self_attention", output_projection="dense",
-    values="query_key_value",
-)  # fmt: skip
+BLOOM_NAMES = {  # Falcon, built from Bloom's modeling file, keeps its names
+    "blocks": "h", "final_norm": "ln_f", "attention": "self_attention", "output_projection": "dense",
+    "values": "query_key_value",
+}  # fmt: skip
+BLOOM = Bloom("Bloom", ("bloom",), **BLOOM_NAMES)
 MPT = Mpt(
     "MPT", ("mpt",), blocks="blocks", input_norm="norm_1", final_norm="norm_f", attention="attn",
     output_projection="out_proj", values="Wqkv",
 )  # fmt: skip
-FALCON = Falcon(
-    "Falcon", ("falcon",), blocks="h", final_norm="ln_f", attention="self_attention", output_projection="dense",
-    values="query_key_value",
-)  # fmt: skip
+FALCON = Falcon("Falcon", ("falcon",), **BLOOM_NAMES)
 GPT_NEO = GptNeo(
     "GPT-Neo", ("gpt_neo",), blocks="h", input_norm="ln_1", final_norm="ln_f", attention="attn.attention",
     output_projection="out_proj",
