@@ -24,7 +24,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import go_to
 from tests.html_figure import html_figure
-from tests.test_app import TIMEOUT
+from tests.test_app import TIMEOUT, array, chart
 from tests.tiny import build_tiny_model_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -83,8 +83,8 @@ def test_the_head_map_leaves_the_layers_without_attention_empty_and_the_scrub_sa
     assert any("Jamba: structure found, not declared" in text.value for text in app.sidebar.text)  # the badge
     one = opened(jamba_dir, tab_id="one", layer="2", head="1")
     assert any(i.value.startswith("Layer 2 has no attention heads") and "1, 3" in i.value for i in one.info)
-    depth = opened(jamba_dir, tab_id="depth")
-    assert not depth.exception
+    sink = array(chart(opened(jamba_dir, tab_id="depth"), "depth")["data"][0]["y"]).astype(float)  # (layer,)
+    assert np.isnan(sink[[0, 2]]).all() and np.isfinite(sink[list(ATTENTION)]).all()  # gaps where no attention
 
 
 @pytest.fixture(scope="module")

@@ -88,12 +88,9 @@ class Trace:
     def head_rows(self) -> list[dict[str, object]]:
         """One row per (layer, head) with the columns of the CLI's heads.csv; a hybrid's layers without attention
         have no heads, so no rows."""
-        n_layers, n_heads = self.shape
         rows = []
-        for layer in range(n_layers):
-            if layer not in self.attention_layers:
-                continue
-            for head in range(n_heads):
+        for layer in self.attention_layers:
+            for head in range(self.shape[1]):
                 row = {"layer": layer, "head": head}
                 row.update({m: float(self.heads[m][layer, head]) for m in HEAD_METRICS})
                 row["kind"] = str(self.heads["kind"][layer, head])

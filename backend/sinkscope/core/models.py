@@ -36,7 +36,7 @@ from sinkscope.core.families import Family, check_supported, declared, family_of
 from sinkscope.core.folders import check_files, check_folder, looks_local
 from sinkscope.core.hooks import decoder_layers, install_residual_hooks
 from sinkscope.core.i18n import Text
-from sinkscope.core.probe import find_family
+from sinkscope.core.probe import PROBE_IDS, find_family
 from sinkscope.core.tokens import encode
 
 log = logging.getLogger(__name__)
@@ -377,8 +377,9 @@ def implementation_for(config: Any) -> str:
 
 
 def with_sinkscope_attention(build: Callable[[], T], name: str) -> T:
-    """``build()``: a model made with Sinkscope's attention (``from_pretrained`` or ``from_config``). A family that
-    picks its attention class from a table of its own (GPT-Neo, GIT) fails there with a KeyError: refused so."""
+    """``build()``: a model made with the attention ``implementation_for`` picks (``from_pretrained`` or
+    ``from_config``). A family that picks its attention class from a table of its own (GIT) fails on Sinkscope's
+    name with a KeyError: refused so."""
     try:
         return build()
     except KeyError as err:
@@ -446,9 +447,9 @@ def check_capture(model: Any) -> None:
 
 
 def check_slow(model: Any) -> None:
-    """A slow-path family must return every layer's weights from its eager forward, and compute no NaN there."""
+    """A slow-path family must return every layer's weights from its eager forward."""
     with torch.inference_mode():
-        ids = torch.tensor([[5, 7, 11]], device=model.device) % model.get_input_embeddings().num_embeddings
+        ids = PROBE_IDS.to(model.device) % model.get_input_embeddings().num_embeddings
         output = model(input_ids=ids, output_attentions=True, use_cache=False)
     given = [layer for layer, maps in enumerate(output.attentions or ()) if maps is not None]
     if len(given) != model.config.get_text_config().num_hidden_layers:

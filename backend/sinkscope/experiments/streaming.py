@@ -131,7 +131,8 @@ def rotary_of(model: torch.nn.Module) -> Rotary:
         raise ModelLoadError("error.streaming_model", model_type=family.name)
     frequencies = [rope.inv_freq if hasattr(rope, "inv_freq") else getattr(rope, f"{kind}_inv_freq") for kind in types]
     rotates = family.rope_layers(config)
-    windows = [config.sliding_window if sliding else None for sliding in family.sliding_layers(config)]
+    window = family.sliding_window(config)
+    windows = [window if sliding else None for sliding in family.sliding_layers(config)]
     return Rotary(tuple(f.float() if turn else None for f, turn in zip(frequencies, rotates, strict=True)),
                   tuple(windows))  # fmt: skip
 
@@ -314,12 +315,12 @@ def band_mask(n_tokens: int, sinks: int, window: int, sliding: int | None = None
 def cache_masks(loaded: LoadedModel, n_tokens: int, sinks: int, window: int) -> torch.Tensor | dict[str, torch.Tensor]:
     """The mask-emulation reference's masks: one band, or one per layer type where sliding and full layers mix
     (transformers takes a dict of them, keyed by ``layer_types``)."""
-    config = loaded.model.config.get_text_config()
-    sliding = set(loaded.family.sliding_layers(config))
+    config, family = loaded.model.config, loaded.family
+    sliding, size = set(family.sliding_layers(config)), family.sliding_window(config)
     if len(sliding) == 1:
-        return band_mask(n_tokens, sinks, window, config.sliding_window if sliding.pop() else None)
+        return band_mask(n_tokens, sinks, window, size if sliding.pop() else None)
     return {"full_attention": band_mask(n_tokens, sinks, window),
-            "sliding_attention": band_mask(n_tokens, sinks, window, config.sliding_window)}  # fmt: skip
+            "sliding_attention": band_mask(n_tokens, sinks, window, size)}  # fmt: skip
 
 
 def recompute(loaded: LoadedModel, ids: list[int], window: int, progress: Progress | None = None) -> np.ndarray:
