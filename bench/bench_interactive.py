@@ -55,14 +55,15 @@ def paragraph(words: int, seed: int) -> str:
 
 
 @contextmanager
-def server(env: dict[str, str] | None = None) -> Iterator[tuple[str, subprocess.Popen]]:
-    """``streamlit run serve.py`` on a free loopback port; yields (url, process) once it answers."""
+def server(env: dict[str, str] | None = None, root: Path = ROOT) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``streamlit run serve.py`` of the checkout at ``root`` on a free loopback port; yields (url, process) once
+    it answers."""
     port = free_port()
     command = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
     command += ["--server.address", "127.0.0.1"]
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(
-        command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        command, cwd=root, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
     )
     url = f"http://127.0.0.1:{port}"
     try:

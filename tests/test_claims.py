@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from sinkscope.core.capture import Trace
 from sinkscope.experiments import claims, cost
-from sinkscope.experiments.interventions import Outcome, Spread
+from sinkscope.experiments.interventions import Outcome
+from sinkscope.experiments.nudges import Spread
 from sinkscope.lab.polarization import PolarizeRun
 from sinkscope.lab.toy import TrainingRun
 

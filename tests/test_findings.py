@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sinkscope.core.i18n import LANGUAGES, Message, Text
 from sinkscope.experiments import claims
-from sinkscope.experiments.interventions import Spread
+from sinkscope.experiments.nudges import Spread
 from sinkscope.findings import heads, residual, words
 
 

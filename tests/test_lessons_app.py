@@ -8,11 +8,15 @@ from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
 import pytest
+from sinkscope.core.bundled import DEFAULT_MODEL
+from sinkscope.core.i18n import Text
+from sinkscope.experiments import claims, stream_plan
 from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import go_to
 from tests.html_figure import html_figure
 from tests.test_app import ROOT, TIMEOUT, array, chart
+from views.state import cache
 
 
 def open_page(page: str, example: str = "english") -> AppTest:
@@ -244,3 +248,23 @@ def test_the_claims_scoreboard_computes_a_verdict_for_every_claim(lang: str) -> 
     for link in links:  # each page opens on this language, text and model
         query = parse_qs(link.query)
         assert query["lang"] == [lang] and query["example"] == ["english"] and query["model"] == ["smollm2-135m"]
+
+
+def test_the_warm_start_leaves_the_scoreboard_only_what_depends_on_the_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve.py's warm start runs the streaming check (Python's help text, whatever the visitor typed); the page
+    then reads that very result and runs only its text's runs."""
+    cache.warm_examples()
+    loaded = cache._cached_model(DEFAULT_MODEL, "auto")
+    warmed = cache.shared().results.get(cache.streaming_check_job(loaded, DEFAULT_MODEL, "auto").cache_key)
+    assert set(warmed) == {"dense", "window", "sinks"}
+
+    def ran_again(*_: object) -> None:
+        raise AssertionError("the scoreboard ran the streaming check again")
+
+    monkeypatch.setattr(stream_plan, "check", ran_again)
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"text": "A text of my own, which no earlier visitor has typed."})
+    go_to(at, "claims").run()
+    assert not at.exception, at.exception
+    row = at.table[0].value.loc[Text("en")("claims.streaming")]
+    assert row.iloc[1] == claims.from_streaming(warmed).measured.text("en")

@@ -18,6 +18,7 @@ from sinkscope.core.capture import LayerMaps, Trace, analyze, attention_maps, th
 from sinkscope.core.errors import SinkscopeError, TokenLimitError
 from sinkscope.core.models import LoadedModel, load_model, resolve_device
 from sinkscope.core.tokens import adds_bos_by_default, has_bos
+from sinkscope.experiments import stream_plan, streaming
 from sinkscope.serving.runs import BoundedCache, RunQueue
 from sinkscope.serving.settings import Settings
 
@@ -106,6 +107,17 @@ def trace_job(loaded: LoadedModel, request: Request) -> Job:
     return Job(request.model, ("trace", request.dtype, request.text, request.add_bos, request.truncate, limit), run)
 
 
+def streaming_check_job(loaded: LoadedModel, spec: str, dtype: str) -> Job:
+    """The scoreboard's streaming check (``stream_plan.check``, on Python's help text): one per model and dtype,
+    whatever the visitor's text, so the warm start runs it once for every scoreboard."""
+
+    def run() -> dict[str, float]:
+        streaming.rotary_of(loaded.model)  # the streaming page's own refusal of a model it cannot re-position
+        return stream_plan.check(loaded)
+
+    return Job(spec, ("claims_streaming", dtype), run)
+
+
 def get_trace(request: Request) -> Trace:
     job = trace_job(get_model(request.model, request.dtype), request)
     return run_once(job.queue, job.key, job.run, t("common.running_model"))
@@ -113,7 +125,8 @@ def get_trace(request: Request) -> Trace:
 
 def warm_examples() -> None:
     """Load the default model and analyze every example text into the shared cache, as the sidebar would ask
-    for them: run once when the server starts, so a class's first visits find their heatmaps ready."""
+    for them, then run the scoreboard's streaming check: once when the server starts, so a class's first visits
+    find their heatmaps ready and a scoreboard runs only what depends on its text."""
     config = settings()
     spec = next(key for key in BUNDLED if config.allows(key))  # the sidebar's first choice
     if not BUNDLED[spec].installed():
@@ -123,6 +136,7 @@ def warm_examples() -> None:
     add_bos = adds_bos_by_default(loaded.tokenizer) if has_bos(loaded.tokenizer) else None
     for example in EXAMPLES.values():
         trace_job(loaded, Request(spec, dtype, example["text"], add_bos, truncate=False)).result("warm-up")
+    streaming_check_job(loaded, spec, dtype).result("warm-up")  # the scoreboard's part that no text changes
 
 
 def get_layer_maps(request: Request, trace: Trace, layer: int) -> LayerMaps:

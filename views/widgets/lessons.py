@@ -11,7 +11,7 @@ import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capture import Trace
 from sinkscope.core.errors import SinkscopeError
-from sinkscope.experiments import interventions
+from sinkscope.experiments import interventions, nudges
 from sinkscope.experiments.geometry import key_geometry
 from sinkscope.experiments.interventions import Intervention, Outcome
 
@@ -58,12 +58,12 @@ def sensitivity(request: session.Request, ids: tuple[int, ...], position: int, s
     return cached(request, "sensitivity", (ids, position, size), run, t("break.perturbing"))
 
 
-def sensitivity_spread(request: session.Request, ids: tuple[int, ...], size: float) -> interventions.Spread:
+def sensitivity_spread(request: session.Request, ids: tuple[int, ...], size: float) -> nudges.Spread:
     """Token 0's nudge against other tokens' over many random directions and three positions."""
     loaded = cache.get_model(request.model, request.dtype)
 
-    def run() -> interventions.Spread:
-        return interventions.sensitivity_spread(loaded, ids, size * interventions.embedding_scale(loaded, ids))
+    def run() -> nudges.Spread:
+        return nudges.sensitivity_spread(loaded, ids, size * interventions.embedding_scale(loaded, ids))
 
     return cached(request, "sensitivity_spread", (ids, size), run, t("break.perturbing"))
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from functools import partial
-
 import pandas as pd
 import streamlit as st
 from sinkscope.core.capture import Trace
 from sinkscope.core.names import POLARIZE_VARIANTS
-from sinkscope.experiments import claims, interventions, stream_plan, streaming
+from sinkscope.experiments import claims, interventions, stream_plan
 
 from views.state import cache, session, url_state
 from views.text import say, t
@@ -39,13 +37,10 @@ STATUS = {"reproduces": "claims.reproduces", "partly": "claims.partly", "differs
 
 
 def streaming_check(request: session.Request) -> dict[str, float]:
-    """Dense, window and sinks + window perplexity of ``stream_plan.CHECK``, cached for every session."""
-    loaded = cache.get_model(request.model, request.dtype)
-    streaming.rotary_of(loaded.model)  # the same check the streaming page makes: a standard RoPE model
-    run = partial(stream_plan.check, loaded)
-    return lessons.cached(
-        request, "claims_streaming", (), run, t("claims.measuring_streaming", **stream_plan.check_values())
-    )
+    """Dense, window and sinks + window perplexity of ``stream_plan.CHECK``, cached for every session (the warm
+    start runs it for the default model)."""
+    job = cache.streaming_check_job(cache.get_model(request.model, request.dtype), request.model, request.dtype)
+    return cache.run_once(job.queue, job.key, job.run, t("claims.measuring_streaming", **stream_plan.check_values()))
 
 
 def every_layer_pair(request: session.Request, trace: Trace, change: interventions.Intervention) -> tuple:

@@ -18,7 +18,8 @@ from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message, times
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.experiments import cost
-from sinkscope.experiments.interventions import DIRECTIONS, DROP_FROM, QUARTERS, SPREAD, Outcome, Spread
+from sinkscope.experiments.interventions import DROP_FROM, Outcome
+from sinkscope.experiments.nudges import DIRECTIONS, QUARTERS, SPREAD, Spread
 from sinkscope.experiments.stream_plan import check_values
 from sinkscope.findings import words
 from sinkscope.findings.heads import sink_reading

@@ -22,7 +22,7 @@ import torch
 from sinkscope.core import attention, chunked, metrics, ranges
 from sinkscope.core.capture import head_metrics, run_forward
 from sinkscope.core.errors import InputError, ModelLoadError
-from sinkscope.core.i18n import Message, times
+from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel, ModelInfo, require_loaded
 from sinkscope.core.tokens import display_token
 from sinkscope.experiments.streaming import builtin_text
@@ -243,10 +243,15 @@ class Perturb(Intervention):
             return hidden
         if self.position >= hidden.shape[1]:
             raise InputError("error.past_end", position=self.position, last=hidden.shape[1] - 1)
-        direction = torch.randn(hidden.shape[-1], generator=torch.Generator().manual_seed(self.seed))
         edited = hidden.clone()  # hidden: (1, token, d_model)
-        edited[0, self.position] += (self.size * direction / direction.norm()).to(hidden)
+        edited[0, self.position] += self.size * direction(self.seed, hidden.shape[-1]).to(hidden)
         return edited
+
+
+def direction(seed: int, width: int) -> torch.Tensor:
+    """The unit direction (width,) a nudge with ``seed`` moves a token's h^0 along."""
+    drawn = torch.randn(width, generator=torch.Generator().manual_seed(seed))
+    return drawn / drawn.norm()
 
 
 @dataclass(frozen=True)
@@ -335,66 +340,6 @@ def sensitivity(
         kl = (intact.exp() * (intact - changed)).sum(-1)  # (reached position,): KL per prediction
         result[position] = float(kl.mean())
     return result
-
-
-SPREAD = (10, 90)  # the percentiles a spread of ratios is told by: where 80% of them lie
-DIRECTIONS = 8  # random directions a spread nudges each token in
-QUARTERS = (1, 2, 3)  # ... at a quarter, half and three quarters into the text
-
-
-@dataclass(frozen=True)
-class Spread:
-    """How much more token 0's nudge moves later predictions than another token's, over many nudges."""
-
-    positions: tuple[int, ...]  # the other tokens nudged
-    ratios: np.ndarray  # (direction, position): KL after nudging token 0 / KL after nudging that position
-
-    def median(self) -> float:
-        return float(np.median(self.ratios))
-
-    def interval(self) -> tuple[float, float]:
-        """The 10th and 90th percentiles: where 80% of the ratios lie."""
-        low, high = np.percentile(self.ratios, SPREAD)
-        return float(low), float(high)
-
-    @property
-    def share(self) -> int:
-        """The percentage of ratios ``interval`` holds."""
-        return SPREAD[1] - SPREAD[0]
-
-    def place(self, ratio: float) -> Message:
-        """Where one run's ratio falls against these: below, inside or above the 80% interval, with the numbers."""
-        low, high = self.interval()
-        where = "break.spread_below" if ratio < low else "break.spread_above" if ratio > high else "break.spread_inside"
-        return Message.of("break.against_spread", directions=self.ratios.shape[0], share=self.share,
-                          positions=", ".join(map(str, self.positions)), median=times(self.median()), low=times(low),
-                          high=times(high), ratio=times(ratio), where=Message.of(where))  # fmt: skip
-
-
-def sensitivity_spread(
-    loaded: LoadedModel, ids: list[int] | tuple[int, ...], size: float, directions: int = DIRECTIONS
-) -> Spread:
-    """``sensitivity`` over ``directions`` random directions and three positions (a quarter, half and three
-    quarters into the text): one direction alone can flip the verdict. Each ratio compares the two nudges on
-    the predictions both reach."""
-    ids = list(ids)
-    if len(ids) < 3:
-        raise InputError("error.three_tokens")
-    positions = tuple(sorted({max(1, min(len(ids) - 1, len(ids) * k // 4)) for k in QUARTERS}))
-    start = positions[0]
-    intact, _ = _forward(loaded, ids, None, measure=False, logits_from=start)  # (position from start, vocab)
-
-    def kl(position: int, seed: int) -> torch.Tensor:  # (position from start,): KL per prediction
-        changed, _ = _forward(loaded, ids, Perturb(position, size, seed), measure=False, logits_from=start)
-        return (intact.exp() * (intact - changed)).sum(-1)
-
-    ratios = np.empty((directions, len(positions)))
-    for seed in range(directions):
-        first = kl(0, seed)
-        for j, position in enumerate(positions):
-            reached = slice(position - start, None)  # the predictions a nudge of ``position`` can move
-            ratios[seed, j] = float(first[reached].mean() / kl(position, seed)[reached].mean().clamp_min(1e-12))
-    return Spread(positions, ratios)
 
 
 def embedding_scale(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> float:
