@@ -85,8 +85,13 @@ class Recorder:
         return self.masks[key]
 
     def residual_stream(self) -> np.ndarray:
-        """The captured h^0 .. h^L as one float32 array (layer + 1, token, d_model)."""
-        return torch.stack([h[0] for h in self.residual]).float().cpu().numpy()
+        """The captured h^0 .. h^L as one float32 array (layer + 1, token, d_model), taken out of the recorder: each
+        layer's tensor is let go once copied, so the stream is never held twice (1.2 GB at T = 8192 on SmolLM2)."""
+        stream = np.empty((len(self.residual), *self.residual[0].shape[1:]), dtype=np.float32)
+        for index, hidden in enumerate(self.residual):
+            stream[index] = hidden[0].float().cpu().numpy()  # hidden: (1, token, d_model)
+            self.residual[index] = None
+        return stream
 
 
 _current: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar("sinkscope_recorder", default=None)

@@ -157,13 +157,16 @@ def per_layer(kept: dict[int, torch.Tensor], info: ModelInfo, *shape: int) -> np
     return torch.stack([kept[layer].float().cpu() if layer in kept else none for layer in range(info.n_layers)]).numpy()
 
 
-def read_cosines(loaded: LoadedModel, residual: list[torch.Tensor]) -> np.ndarray:
-    """bos_cosine per layer (layer + 1,): the first token's cosine with the others in what attention reads
-    (a post-norm family's attention reads h^l itself)."""
-    norms = loaded.family.read_norms(loaded.model)
+def read_cosines(loaded: LoadedModel, residual: np.ndarray) -> np.ndarray:
+    """bos_cosine per layer (layer + 1,) of the stream (layer + 1, token, d_model): the first token's cosine with
+    the others in what attention reads (a post-norm family's attention reads h^l itself)."""
+    model, cosines = loaded.model, []
     with torch.inference_mode():
-        reads = [h[0] if norm is None else norm(h[0]) for norm, h in zip(norms, residual, strict=True)]  # (token, d)
-        return np.array([metrics.bos_cosine(x.float().cpu().numpy()) for x in reads])
+        for norm, h in zip(loaded.family.read_norms(model), residual, strict=True):
+            # the model's dtype holds the float32 copy of its own states exactly
+            read = h if norm is None else norm(torch.from_numpy(h).to(model.device, model.dtype)).float().cpu().numpy()
+            cosines.append(metrics.bos_cosine(read))  # read: (token, d_model)
+    return np.array(cosines)
 
 
 def _layer_metrics(residual: np.ndarray, bos_cosine: np.ndarray) -> tuple[dict[str, np.ndarray], tuple]:
@@ -206,7 +209,7 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
                                                                                     len(ids))  # fmt: skip
     residual = recorder.residual_stream()  # (layer + 1, token, d_model)
     require_finite(residual, loaded.info.dtype)
-    layers, massive = _layer_metrics(residual, read_cosines(loaded, recorder.residual))
+    layers, massive = _layer_metrics(residual, read_cosines(loaded, residual))
     tokens = display_tokens(loaded.tokenizer, ids) if loaded.tokenizer is not None else tuple(map(str, ids))
     return Trace(
         model=loaded.info.name,
