@@ -196,8 +196,7 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
     ids = [int(i) if isinstance(i, np.integer) else i for i in ids]  # numpy ids (a Ray batch) as Python ints
     change = attention.current_change()
     ids = change.input_ids(ids) if change is not None else ids
-    n_layers = loaded.info.n_layers
-    recorder = loaded.recorder(residual=[None] * (n_layers + 1))
+    recorder = loaded.recorder(residual=loaded.stream_buffer(len(ids)))
     if loaded.family.slow:  # maps from transformers' eager attention: every layer's at once
         check_ids(loaded, ids)
         maps, values = slow.forward(loaded, ids, recorder)
@@ -207,7 +206,7 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
         run_forward(loaded, ids, recorder)
         heads, first_key = head_metrics(recorder, loaded.info, len(ids)), per_layer(recorder.first_key, loaded.info,
                                                                                     len(ids))  # fmt: skip
-    residual = recorder.residual_stream()  # (layer + 1, token, d_model)
+    residual = recorder.residual  # (layer + 1, token, d_model)
     require_finite(residual, loaded.info.dtype)
     layers, massive = _layer_metrics(residual, read_cosines(loaded, residual))
     tokens = display_tokens(loaded.tokenizer, ids) if loaded.tokenizer is not None else tuple(map(str, ids))

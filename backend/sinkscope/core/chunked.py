@@ -55,34 +55,25 @@ class Kept:
     first_key: torch.Tensor | None = None  # (head, query_pos): the weight each query gives key 0
 
 
-@dataclass(frozen=True)
-class Softmax:
-    """One chunk's attention weights and what the reducer reads of them, with no pass of its own: the weights
-    (kv_head, group, rows, keys), the scores less their row maximum, and per row (kv_head, group, rows, 1) that
-    maximum, the log-sum-exp of the scores and the share a learned sink logit took (None without one)."""
+def sink_share(scores: torch.Tensor, sink_logits: torch.Tensor) -> torch.Tensor:
+    """The mass a learned sink logit takes from each row: softmax([s, sink])'s last column, as (..., rows).
 
-    weights: torch.Tensor
-    shifted: torch.Tensor
-    top: torch.Tensor
-    log_sum_exp: torch.Tensor
-    share: torch.Tensor | None
+    scores (kv_head or lane, group, rows, keys) against sink_logits (head,), heads grouped as the scores are.
+    """
+    sink = sink_logits.float().reshape(scores.shape[-4], scores.shape[-3], 1)  # (kv_head, group, 1)
+    return torch.sigmoid(sink - torch.logsumexp(scores, dim=-1))
 
 
-def softmax(scores: torch.Tensor, sink_logits: torch.Tensor | None) -> Softmax:
-    """softmax over the keys of float32 scores (..., kv_head, group, rows, keys), which it overwrites, less what a
-    learned sink logit per head (head,) takes (gpt-oss: the weights of eager attention, whose rows sum to
-    1 - share). Worked from the row maximum, so the maximum, the log-sum-exp and the largest weight come free."""
-    top = torch.amax(scores, dim=-1, keepdim=True)
-    shifted = scores.sub_(top)
-    weights = torch.exp(shifted)
-    total = weights.sum(dim=-1, keepdim=True)
-    weights.div_(total)
-    log_sum_exp = total.log_().add_(top)
+def attention_weights(
+    scores: torch.Tensor, sink_logits: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """softmax over the keys, less what a learned sink takes (gpt-oss: the weights of eager attention, whose rows
+    sum to 1 - share); scores (..., group, rows, keys) in float32 -> (weights, share (..., group, rows) or None)."""
+    weights = torch.softmax(scores, dim=-1)
     if sink_logits is None:
-        return Softmax(weights, shifted, top, log_sum_exp, None)
-    sink = sink_logits.float().reshape(scores.shape[-4], scores.shape[-3], 1, 1)  # (kv_head, group, 1, 1)
-    share = torch.sigmoid(sink - log_sum_exp)
-    return Softmax(weights.mul_(1 - share), shifted, top, log_sum_exp, share)
+        return weights, None
+    share = sink_share(scores, sink_logits)
+    return weights.mul_((1 - share).unsqueeze(-1)), share
 
 
 def eager(
@@ -134,16 +125,15 @@ def chunked_attention(
         scores[..., lo:].masked_fill_(facts.blocked[q0:q1, lo:end], MIN_SCORE)
         if edit is not None:
             edit(scores, torch.arange(offset + q0, end, device=scores.device))
-        found = softmax(scores, sink_logits)
-        weights = found.weights  # (kv_head, group, rows, keys)
+        weights, share = attention_weights(scores, sink_logits)  # (kv_head, group, rows, keys)
         flat = weights.view(n_kv, group * rows, end).to(rhs.dtype)
         mixed[:, :, q0:q1] = torch.bmm(flat, rhs[:, :end]).view(n_kv, group, rows, -1)
         if kept.log_sum_exp is not None:
-            kept.log_sum_exp[:, q0:q1] = found.log_sum_exp.reshape(n_heads, rows)  # (head, rows)
-        if kept.learned is not None and found.share is not None:
-            kept.learned[:, q0:q1] = found.share.reshape(n_heads, rows)  # (head, rows)
+            kept.log_sum_exp[:, q0:q1] = torch.logsumexp(scores, dim=-1).reshape(n_heads, rows)  # (head, rows)
+        if kept.learned is not None and share is not None:
+            kept.learned[:, q0:q1] = share.reshape(n_heads, rows)  # (head, rows)
         if reducer is not None:
-            reducer.note(found, q0)
+            reducer.note(weights, scores, share, q0)
         if kept.first_key is not None:
             kept.first_key[:, q0:q1] = weights[..., 0].reshape(n_heads, rows)  # (head, rows)
         if kept.maps is not None:

@@ -32,8 +32,8 @@ def _edit_and_keep(index: int, hidden: torch.Tensor) -> torch.Tensor:
     change, recorder = attention.current_change(), attention.current_recorder()
     if change is not None and change.edit_residual is not None:
         hidden = change.edit_residual(index, hidden)
-    if recorder is not None and recorder.residual is not None:
-        recorder.residual[index] = hidden
+    if recorder is not None and recorder.residual is not None:  # copied as it is made: the stream is held once
+        recorder.residual[index] = hidden[0].float().cpu().numpy()  # hidden: (1, token, d_model)
     return hidden
 
 

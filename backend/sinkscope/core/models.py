@@ -107,6 +107,12 @@ class LoadedModel:
         """A recorder for this model's forward passes (``attention.Recorder``'s fields), its family filled in."""
         return attention.Recorder(family=self.family, **kwargs)
 
+    def stream_buffer(self, n_tokens: int) -> np.ndarray:
+        """Room for the residual stream h^0 .. h^L of an ``n_tokens`` forward, (layer + 1, token, d_model) float32:
+        a recorder's ``residual``, filled by the residual hooks (NaN where a forward stopped before a layer)."""
+        width = self.model.config.get_text_config().hidden_size
+        return np.full((self.info.n_layers + 1, n_tokens, width), np.nan, dtype=np.float32)
+
     def check_length(self, n_tokens: int) -> None:
         """The one token limit: ``n_tokens`` over the model's is a TokenLimitError, before any work."""
         if n_tokens > self.info.max_tokens:

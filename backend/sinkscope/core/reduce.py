@@ -5,17 +5,12 @@ Also the output projection's geometry the value metrics need: ||v W_O^h|| from t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
 from sinkscope.core.names import HEAD
 
-if TYPE_CHECKING:
-    from sinkscope.core.chunked import Softmax
-
 HEAD_SUMS = tuple(m.name for m in HEAD if m.name != "value_norm_ratio")  # summed over rows by Reducer.finish
-NOTED = ("log_sum_exp", "weighted_score", "on_self", "on_previous", "learned")  # per row
+NOTED = ("row_max_score", "row_max_weight", "weighted_score", "on_self", "on_previous", "learned")  # per row
 
 
 def output_gram(output_weight: torch.Tensor, n_heads: int, head_dim: int) -> torch.Tensor:
@@ -41,7 +36,7 @@ def value_norms(output_weight: torch.Tensor, value: torch.Tensor, n_heads: int) 
 class Reducer:
     """Per-head sums of the metrics in docs/metrics.md.
 
-    The chunk loop notes five numbers per row (``note``, each named in ``NOTED``: one pass over the weights
+    The chunk loop notes six numbers per row (``note``, each named in ``NOTED``: the only passes over the weights
     besides the softmax and the matmuls); ``finish`` turns them into every metric for all rows at once, each with
     the rows it counts. The chunk's matmul is A @ [V | n], so sum_j A[t,j] n_j comes with the head output.
     """
@@ -69,27 +64,26 @@ class Reducer:
         self.in_q, self.from_two = key_of_row.view(-1) >= 1, key_of_row.view(-1) >= 2  # (query_pos,) row masks
         self.sums: dict[str, torch.Tensor] = {}  # metric -> (kv, group) float64, once ``finish`` has run
 
-    def note(self, found: Softmax, q0: int) -> None:
-        """Rows ``q0 ..`` of a chunk's softmax (kv, group, rows, keys): their log-sum-exp, sum_j a s, the weights on
-        themselves and the previous token, and the learned sink's share."""
-        q1 = q0 + found.weights.shape[-2]
+    def note(self, weights: torch.Tensor, scores: torch.Tensor, share: torch.Tensor | None, q0: int) -> None:
+        """Rows ``q0 ..``: their largest score and weight, sum_j a s, the weights on themselves and the
+        previous token, and the learned sink's share; weights, scores: (kv, group, rows, keys)."""
+        q1 = q0 + weights.shape[-2]
         rows = {name: noted[..., q0:q1] for name, noted in self.noted.items()}  # (kv, group, rows) views
-        mass = 1.0 if found.share is None else 1 - found.share[..., 0]
-        if found.share is not None:
-            rows["learned"].copy_(found.share[..., 0])
-        rows["log_sum_exp"].copy_(found.log_sum_exp[..., 0])
-        # sum_j a_j s_j = sum_j a_j (s_j - max) + max * sum_j a_j: one pass, on scores already shifted
-        torch.linalg.vecdot(found.shifted, found.weights, out=rows["weighted_score"])
-        rows["weighted_score"].add_(found.top[..., 0] * mass)
-        torch.gather(found.weights, -1, self.diagonal_at[:, :, q0:q1], out=rows["on_self"].unsqueeze(-1))
-        torch.gather(found.weights, -1, self.previous_at[:, :, q0:q1], out=rows["on_previous"].unsqueeze(-1))
+        if share is not None:
+            rows["learned"].copy_(share)
+        torch.amax(scores, -1, out=rows["row_max_score"])
+        torch.amax(weights, -1, out=rows["row_max_weight"])
+        torch.sum(scores.mul_(weights), -1, out=rows["weighted_score"])
+        torch.gather(weights, -1, self.diagonal_at[:, :, q0:q1], out=rows["on_self"].unsqueeze(-1))
+        torch.gather(weights, -1, self.previous_at[:, :, q0:q1], out=rows["on_previous"].unsqueeze(-1))
 
     def finish(self, mixed: torch.Tensor, first_key: torch.Tensor) -> None:
         """Every metric per row, summed over the rows each counts: mixed is A @ rhs (kv, group, query_pos, width),
         first_key the weights on key 0 (kv, group, query_pos)."""
         noted = self.noted  # each (kv, group, query_pos)
         mass = 1 - noted["learned"]  # what the real keys share: 1 unless a learned sink took some
-        lse_of_weights = noted["log_sum_exp"] - mass.log()  # ln sum_j e^s - ln mass
+        # ln sum_j e^s - ln mass, from the row max: the largest weight is >= mass/T, so its log never underflows
+        lse_of_weights = noted["row_max_score"] - noted["row_max_weight"].log()
         read = torch.diagonal(mixed[..., self.head_dim : self.head_dim + self.group], dim1=1, dim2=3)  # (kv, t, g)
         per_row = {  # metric -> (its value per row (kv, group, query_pos), the rows it counts (query_pos,))
             "sink": (first_key, self.in_q),
@@ -99,7 +93,7 @@ class Reducer:
             "entropy": ((lse_of_weights * mass - noted["weighted_score"]) / self.log_visible, self.in_q),
             "value_sink": (first_key * self.norms[:, :, :1] / read.transpose(1, 2).clamp_min(1e-30), self.in_q),
             "learned_sink": (noted["learned"], self.in_q),
-            "withheld": (torch.sigmoid(-noted["log_sum_exp"]), self.in_q),  # 1 / (1 + sum_j e^s)
+            "withheld": (torch.sigmoid(-(lse_of_weights + mass.log())), self.in_q),  # 1 / (1 + sum_j e^s)
             "output_norm": (projected_norms(mixed[..., : self.head_dim], self.gram), self.in_q),  # ||out W_O^h||
         }
         values = torch.stack([value for value, _ in per_row.values()])  # (metric, kv, group, query_pos)

@@ -294,7 +294,7 @@ def _forward(
     if len(ids) < 2:
         raise InputError("error.two_tokens")
     change = change or Intervention()
-    recorder = loaded.recorder(reduce=measure, residual=[None] * (loaded.info.n_layers + 1) if measure else None)
+    recorder = loaded.recorder(reduce=measure, residual=loaded.stream_buffer(len(ids)) if measure else None)
     with intervene(loaded, change):
         logits = run_forward(loaded, change.input_ids(list(ids)), recorder, logits_from=logits_from)
     return torch.log_softmax(logits.float(), dim=-1), recorder
@@ -311,7 +311,7 @@ def outcome(loaded: LoadedModel, ids: list[int] | tuple[int, ...], change: Inter
         (display_token(loaded.tokenizer, int(i)) if loaded.tokenizer is not None else str(int(i)), float(p.exp()))
         for p, i in zip(best.values, best.indices, strict=True)
     )
-    residual = recorder.residual_stream()  # (layer + 1, token, d_model)
+    residual = recorder.residual  # (layer + 1, token, d_model)
     return Outcome(
         nll=nll.cpu().numpy(),
         top=top,
@@ -348,10 +348,9 @@ def embedding_scale(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> fl
     h^0 is read where the first block receives it, so whatever a family adds to the token embedding (Gemma's
     sqrt(d_model), Granite's multiplier, GPT-2's positions) is in it; the forward stops there.
     """
-    recorder = loaded.recorder(reduce=False, residual=[None] * (loaded.info.n_layers + 1), block_call={})
+    recorder = loaded.recorder(reduce=False, residual=loaded.stream_buffer(len(ids)), block_call={})
     run_forward(loaded, list(ids), recorder)
-    h0 = recorder.residual[0][0].float()  # (token, d_model)
-    return float(np.median(h0.norm(dim=-1).cpu().numpy()))  # numpy's median, as metrics.md defines it
+    return float(np.median(np.linalg.norm(recorder.residual[0], axis=-1)))  # numpy's median, as metrics.md says
 
 
 def massive_cells(massive: tuple[tuple[int, int, int, float], ...]) -> tuple[tuple[int, int], ...]:
@@ -369,9 +368,9 @@ def massive_means(loaded: LoadedModel, others: list[list[int]], channels: list[i
     """(layer + 1, channel): each channel's largest-magnitude entry of h^l, signed, averaged over texts."""
     peaks = []
     for ids in others:
-        recorder = loaded.recorder(reduce=False, residual=[None] * (loaded.info.n_layers + 1))
+        recorder = loaded.recorder(reduce=False, residual=loaded.stream_buffer(len(ids)))
         run_forward(loaded, ids, recorder)
-        h = recorder.residual_stream()[:, :, channels]  # (layer + 1, token, channel)
+        h = recorder.residual[:, :, channels]  # (layer + 1, token, channel)
         at = np.abs(h).argmax(1)[:, None]  # (layer + 1, 1, channel): the token where the channel peaks
         peaks.append(np.take_along_axis(h, at, axis=1)[:, 0])
     return np.mean(peaks, axis=0)

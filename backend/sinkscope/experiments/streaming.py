@@ -173,7 +173,7 @@ def _stream_attention(
     scores = scores.float()
     if rotary.windows[layer] is not None:  # a sliding layer sees the cache's last `window` entries
         scores.masked_fill_(~cache.in_window(rotary.windows[layer])[:, None, None].to(scores.device), chunked.MIN_SCORE)
-    weights = chunked.softmax(scores.unsqueeze(-2), s_aux).weights  # (lane, kv, group, 1, size)
+    weights, _ = chunked.attention_weights(scores.unsqueeze(-2), s_aux)  # (lane, kv, group, 1, size)
     mixed = weights[..., 0, :].to(values.dtype) @ values  # (lane, kv_head, group, head_dim)
     return mixed.reshape(lanes, n_heads, 1, head_dim).transpose(1, 2), None  # (lane, 1, head, head_dim)
 
