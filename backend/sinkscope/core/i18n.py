@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 
 from babel import Locale
-from babel.numbers import format_decimal, format_percent, get_decimal_symbol, get_group_symbol
+from babel.numbers import NumberPattern, format_percent, get_decimal_symbol, get_group_symbol, parse_pattern
 
 LOCALES = Path(__file__).resolve().parent.parent / "locales"
 LANGUAGES = {"en": "English", "fr": "Français", "pt": "Português"}
@@ -72,6 +72,17 @@ class Message:
         return Text(lang)(self.key, **dict(self.params))
 
 
+@cache
+def _decimal_format(pattern: str, code: str) -> tuple[NumberPattern, Locale]:
+    return parse_pattern(pattern), Locale.parse(code)
+
+
+def decimal(value: float, pattern: str, code: str) -> str:
+    """Babel's ``format_decimal``, its pattern and locale parsed once: a head map writes thousands of numbers."""
+    number_format, locale = _decimal_format(pattern, code)
+    return number_format.apply(value, locale)
+
+
 @dataclass(frozen=True)
 class Text:
     """The catalogue of one language as a function: ``tr(key, **values)``; floats get local separators."""
@@ -112,7 +123,7 @@ class Text:
             places = int(spec.rstrip("f").split(".")[-1] or 0)
             value, pattern = round(value, places), "#,##0" + ("." + "0" * places if places else "")
         value = 0.0 if value == 0 else value  # a value that rounds to zero has no sign: "-0.00" reads as a bug
-        written = format_decimal(value, pattern, locale=self.code)
+        written = decimal(value, pattern, self.code)
         return ("+" + written) if spec.startswith("+") and value >= 0 else written
 
     def _local_symbols(self, written: str) -> str:
@@ -168,6 +179,6 @@ class Count:
 
     def __format__(self, spec: str) -> str:
         if not spec:
-            return format_decimal(self.value, "#,##0", locale=self.text.code)
+            return decimal(self.value, "#,##0", self.text.code)
         forms = dict(form.split("=", 1) for form in spec.split("|"))
         return self.text.plural(self.value, forms)
