@@ -150,3 +150,42 @@ def test_waiters_are_served_in_the_order_they_came() -> None:
     for thread in threads:
         thread.join()
     assert served == [0, 1, 2, 3]
+
+
+def test_a_page_that_needs_several_runs_gets_them_all_in_one_turn() -> None:
+    """Three pages of three runs each, asking in turn: with a turn per run each page would wait for the others'
+    runs in between, and all three would finish together at the end; with one turn, the first finishes first."""
+    cache, queue, order, finished = BoundedCache(total=100 * MIB, per_owner=100 * MIB), RunQueue(), [], []
+
+    def run(name: str) -> object:
+        def compute() -> str:
+            order.append(name)
+            time.sleep(0.02)
+            return name
+
+        return compute
+
+    def page(who: str) -> None:
+        cache.get_or_run_all([((who, i), run(f"{who}{i}")) for i in range(3)], who, queue)
+        finished.append(who)
+
+    threads = []
+    for who in "abc":
+        threads.append(threading.Thread(target=page, args=(who,)))
+        threads[-1].start()
+        time.sleep(0.005)  # in this order
+    for thread in threads:
+        thread.join()
+    assert order == ["a0", "a1", "a2", "b0", "b1", "b2", "c0", "c1", "c2"] and finished == ["a", "b", "c"]
+    assert cache.get_or_run_all([(("a", 1), run("again"))], "a", queue) == ["a1"]  # cached: not run again
+
+
+def test_a_run_that_fails_leaves_its_error_and_the_others_still_run() -> None:
+    cache, queue = BoundedCache(total=MIB, per_owner=MIB), RunQueue()
+
+    def broken() -> None:
+        raise RuntimeError("out of memory")
+
+    found = cache.get_or_run_all([("x", broken), ("y", lambda: 2)], "me", queue)
+    assert isinstance(found[0], RuntimeError) and found[1] == 2
+    assert cache.get("x") is None and cache.get("y") == 2  # a failure is not cached: the next visit tries again

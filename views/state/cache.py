@@ -6,7 +6,8 @@ A job's cache key is built in one place (``Job.cache_key``): the warm start and 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +76,21 @@ class Job:
         return shared().results.get_or_run(self.cache_key, owner, self.run, shared().queue(self.queue), on_wait=on_wait)
 
 
+@contextmanager
+def _in_line(message: str) -> Iterator[Callable[[int], None]]:
+    """A spinner saying ``message``; yields what a queue turn calls with the runs ahead, to show the position."""
+    notice = st.empty()
+
+    def waiting(ahead: int) -> None:
+        notice.info(t("common.waiting_one") if ahead == 1 else t("common.waiting_many", n=ahead))
+
+    try:
+        with st.spinner(message):
+            yield waiting
+    finally:
+        notice.empty()
+
+
 def run_once(queue: str, key: tuple[Hashable, ...], run: Callable[[], Any], message: str) -> Any:
     """The result cached under ``key`` for every session, or ``run()`` in ``queue``'s turn (a model, or
     the lab); shows the queue position while waiting."""
@@ -82,15 +98,20 @@ def run_once(queue: str, key: tuple[Hashable, ...], run: Callable[[], Any], mess
     found = shared().results.get(job.cache_key)
     if found is not None:
         return found
-    notice = st.empty()
+    with _in_line(message) as waiting:
+        return job.result(owner(), on_wait=waiting)
 
-    def waiting(ahead: int) -> None:
-        notice.info(t("common.waiting_one") if ahead == 1 else t("common.waiting_many", n=ahead))
 
-    with st.spinner(message):
-        result = job.result(owner(), on_wait=waiting)
-    notice.empty()
-    return result
+def run_all(jobs: list[Job], message: str) -> list[Any]:
+    """Each job's cached result, the missing ones run in one turn of their queue (the jobs share one: a page's runs
+    on its model), so a page that needs several waits in line once; a job that failed leaves its exception."""
+    results = shared().results
+    found = [results.get(job.cache_key) for job in jobs]
+    if all(value is not None for value in found):
+        return found
+    runs = [(job.cache_key, job.run) for job in jobs]
+    with _in_line(message) as waiting:
+        return results.get_or_run_all(runs, owner(), shared().queue(jobs[0].queue), on_wait=waiting)
 
 
 def token_limit(loaded: LoadedModel) -> int:

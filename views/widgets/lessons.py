@@ -35,16 +35,25 @@ def lesson(
     url_state.sync_url()
 
 
-def cached(request: session.Request, what: str, args: tuple, run: Callable[[], Any], message: str) -> Any:
+def job(request: session.Request, what: str, args: tuple, run: Callable[[], Any]) -> cache.Job:
     """A lesson result cached by value for every session, computed in the model's queue."""
-    return cache.run_once(request.model, (what, request.dtype, *args), run, message)
+    return cache.Job(request.model, (what, request.dtype, *args), run)
+
+
+def cached(request: session.Request, what: str, args: tuple, run: Callable[[], Any], message: str) -> Any:
+    found = job(request, what, args, run)
+    return cache.run_once(found.queue, found.key, found.run, message)
+
+
+def outcome_job(request: session.Request, ids: tuple[int, ...], change: Intervention | None) -> cache.Job:
+    loaded = cache.get_model(request.model, request.dtype)
+    return job(request, "outcome", (ids, change), lambda: interventions.outcome(loaded, ids, change))
 
 
 def outcome(request: session.Request, ids: tuple[int, ...], change: Intervention | None) -> Outcome:
-    loaded = cache.get_model(request.model, request.dtype)
-    run = lambda: interventions.outcome(loaded, ids, change)  # noqa: E731
     message = t("lesson.running_intact") if change is None else t("lesson.running_with", change=say(change.message))
-    return cached(request, "outcome", (ids, change), run, message)
+    found = outcome_job(request, ids, change)
+    return cache.run_once(found.queue, found.key, found.run, message)
 
 
 def sensitivity(request: session.Request, ids: tuple[int, ...], position: int, size: float) -> dict[int, float]:
@@ -58,14 +67,19 @@ def sensitivity(request: session.Request, ids: tuple[int, ...], position: int, s
     return cached(request, "sensitivity", (ids, position, size), run, t("break.perturbing"))
 
 
-def sensitivity_spread(request: session.Request, ids: tuple[int, ...], size: float) -> nudges.Spread:
+def spread_job(request: session.Request, ids: tuple[int, ...], size: float) -> cache.Job:
     """Token 0's nudge against other tokens' over many random directions and three positions."""
     loaded = cache.get_model(request.model, request.dtype)
 
     def run() -> nudges.Spread:
         return nudges.sensitivity_spread(loaded, ids, size * interventions.embedding_scale(loaded, ids))
 
-    return cached(request, "sensitivity_spread", (ids, size), run, t("break.perturbing"))
+    return job(request, "sensitivity_spread", (ids, size), run)
+
+
+def sensitivity_spread(request: session.Request, ids: tuple[int, ...], size: float) -> nudges.Spread:
+    found = spread_job(request, ids, size)
+    return cache.run_once(found.queue, found.key, found.run, t("break.perturbing"))
 
 
 def geometry(request: session.Request, ids: tuple[int, ...]) -> dict[str, np.ndarray]:
@@ -73,13 +87,27 @@ def geometry(request: session.Request, ids: tuple[int, ...]) -> dict[str, np.nda
     return cached(request, "geometry", (ids,), lambda: key_geometry(loaded, ids), t("lesson.reading_keys"))
 
 
+SHOWN_ERRORS = (SinkscopeError, RuntimeError, MemoryError)  # what a run may fail with and the page explains
+
+
 def attempt(run: Callable[[], Any]) -> Any | None:
     """``run()``, or None after showing why it could not run; the page and earlier results stay."""
     try:
         return run()
-    except (SinkscopeError, RuntimeError, MemoryError) as err:
-        st.error(say(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
-        return None
+    except SHOWN_ERRORS as err:
+        return failed(err)
+
+
+def failed(err: Exception) -> None:
+    """Say on the page why a run failed (and return None in its place); an error nobody expects is raised."""
+    if not isinstance(err, SHOWN_ERRORS):
+        raise err
+    st.error(say(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
+
+
+def result_or_none(found: Any) -> Any | None:
+    """A result of ``cache.run_all``, or None after saying why its run failed."""
+    return failed(found) if isinstance(found, Exception) else found
 
 
 def remembered(name: str, trace: Trace) -> Intervention | None:

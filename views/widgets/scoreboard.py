@@ -36,34 +36,52 @@ STATUS = {"reproduces": "claims.reproduces", "partly": "claims.partly", "differs
           "not_measured": "claims.not_measured"}  # fmt: skip
 
 
-def streaming_check(request: session.Request) -> dict[str, float]:
+def streaming_check_job(request: session.Request) -> cache.Job:
     """Dense, window and sinks + window perplexity of ``stream_plan.CHECK``, cached for every session (the warm
     start runs it for the default model)."""
-    job = cache.streaming_check_job(cache.get_model(request.model, request.dtype), request.model, request.dtype)
+    return cache.streaming_check_job(cache.get_model(request.model, request.dtype), request.model, request.dtype)
+
+
+def streaming_check(request: session.Request) -> dict[str, float]:
+    job = streaming_check_job(request)
     return cache.run_once(job.queue, job.key, job.run, t("claims.measuring_streaming", **stream_plan.check_values()))
 
 
-def every_layer_pair(request: session.Request, trace: Trace, change: interventions.Intervention) -> tuple:
-    """The intact run and the run with ``change``, both cached for every session."""
-    return lessons.outcome(request, trace.token_ids, None), lessons.outcome(request, trace.token_ids, change)
+def text_runs(request: session.Request, trace: Trace) -> dict[str, cache.Job]:
+    """The runs the verdicts need of this text (and the streaming check, run once per server), by what they are."""
+    layers, ids = tuple(range(trace.shape[0])), trace.token_ids
+    every = interventions.heads_of_kind(trace.heads["kind"], "all", layers)
+    runs = {
+        "intact": lessons.outcome_job(request, ids, None),
+        "dense": lessons.outcome_job(request, ids, interventions.ForceHeads(every, "uniform")),
+        "removed": lessons.outcome_job(request, ids, interventions.default_drop(len(layers))),
+        "streaming": streaming_check_job(request),
+    }
+    if trace.n_tokens > 2:  # a nudge needs a later prediction to move
+        runs["sensitivity"] = lessons.spread_job(request, ids, 1.0)
+    return runs
+
+
+def _pair(found: dict, changed: str) -> tuple | None:
+    """(the intact outcome, the changed one), or None where either run failed."""
+    return None if found["intact"] is None or found[changed] is None else (found["intact"], found[changed])
 
 
 def measured(request: session.Request, trace: Trace) -> list[claims.Verdict]:
-    """Everything the verdicts need: cheap runs on this text, the lab's and the cost sweep's shipped results."""
-    layers = tuple(range(trace.shape[0]))
-    every = interventions.heads_of_kind(trace.heads["kind"], "all", layers)
-    long_enough = trace.n_tokens > 2  # a perturbation needs a later prediction to move
+    """Everything the verdicts need: this text's runs, in one turn of the model's queue (with a class, the first to
+    ask gets a whole scoreboard first), and the lab's and the cost sweep's shipped results."""
+    runs = text_runs(request, trace)
+    done = dict(zip(runs, cache.run_all(list(runs.values()), t("claims.measuring")), strict=True))
+    found = {name: lessons.result_or_none(value) for name, value in done.items()}
     evidence = claims.Evidence(
         trace,
         backcopy=list((lab_training.shipped_runs("backcopy") | lab_training.live_runs("backcopy")).values()),
         polarize=lab_polarization.polarize_runs(POLARIZE_VARIANTS, "logistic", (8, 16), 3000, 0.5, 0),  # the lab's
         cost=st.session_state.get("cost_result") or sink_cost.shipped(),
-        sensitivity=lessons.attempt(lambda: lessons.sensitivity_spread(request, trace.token_ids, 1.0))
-        if long_enough
-        else None,
-        streaming=lessons.attempt(lambda: streaming_check(request)),
-        dense=lessons.attempt(lambda: every_layer_pair(request, trace, interventions.ForceHeads(every, "uniform"))),
-        removed=lessons.attempt(lambda: every_layer_pair(request, trace, interventions.default_drop(len(layers)))),
+        sensitivity=found.get("sensitivity"),
+        streaming=found["streaming"],
+        dense=_pair(found, "dense"),
+        removed=_pair(found, "removed"),
     )
     return claims.scoreboard(evidence)
 

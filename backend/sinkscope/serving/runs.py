@@ -139,3 +139,27 @@ class BoundedCache:
                 found = run()
                 self.put(key, found, owner)
         return found
+
+    def get_or_run_all(
+        self, runs: list[tuple[Hashable, Callable[[], Any]]], owner: Hashable, queue: RunQueue, **turn: Any
+    ) -> list[Any]:
+        """Each (key, run)'s cached value, the missing ones run in one turn of ``queue``: a page that needs several
+        runs waits in line once, so with a class, whoever asked first gets all of theirs first (a turn per run
+        would let every waiting page in between, and the whole class would finish together, at the end).
+
+        A run that raises leaves its exception in its place, and the others still run.
+        """
+        found = [self.get(key) for key, _ in runs]
+        if all(value is not None for value in found):
+            return found
+        with queue.turn(**turn):
+            for index, (key, run) in enumerate(runs):
+                found[index] = self.get(key)
+                if found[index] is None:
+                    try:
+                        found[index] = run()
+                    except Exception as err:  # noqa: BLE001  (the caller says why each run failed)
+                        found[index] = err
+                        continue
+                    self.put(key, found[index], owner)
+        return found
