@@ -1,6 +1,7 @@
 """Benchmark: the app as a class uses it, in a real browser (Playwright + Debian's chromium) on a real server.
 
     python bench/bench_interactive.py [--repeats 5] [--sessions 30] [--skip fresh,load] [--crowd-of browsers]
+                                      [--tree PATH]
 
 Prints each interaction's median over --repeats beside its target (the speed issue's table), then the load
 figures: many sessions opening one shared link at once, and a short analysis beside a long streaming sweep.
@@ -393,12 +394,13 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=30)
     parser.add_argument("--skip", default="", help="comma-separated: fresh, interactive, load")
     parser.add_argument("--crowd-of", choices=["sessions", "browsers"], default="sessions")
+    parser.add_argument("--tree", type=Path, default=ROOT, help="serve another checkout (the tree before a change)")
     args = parser.parse_args()
     skip = set(args.skip.split(","))
     found: dict[str, list[float]] = {}
     if "fresh" not in skip:
         found["first heatmap, fresh machine"] = fresh_start(args.repeats)
-    with server() as (url, process):
+    with server({"PYTHONPATH": str(args.tree / "backend")}, args.tree) as (url, process):  # that tree's library
         if "interactive" not in skip:
             found |= interactive(url, args.repeats)
         if "load" not in skip:
