@@ -16,7 +16,7 @@ test: install browser
 	$(BIN)/ruff format --check .
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS)  # one torch thread each: the workers fill the cores
 
-# The contributor's loop (under a minute): lint, and every test that needs no browser and no real model.
+# The contributor's loop (about a minute and a half on two cores): lint, and every test that needs no browser and no real model.
 FAST_TESTS := metrics findings capture families workers library_inputs model_folders census_table claims course export handout html_figures interventions runs \
 	streaming lab learned_sinks_app nudges
 check: install
