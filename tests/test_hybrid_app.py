@@ -17,9 +17,11 @@ from sinkscope.census.table import check_values
 from sinkscope.core import metrics
 from sinkscope.core.capture import analyze, attention_maps
 from sinkscope.core.errors import InputError
+from sinkscope.core.i18n import Text
 from sinkscope.core.models import load_model
 from sinkscope.core.names import HEAD_METRICS, NO_ATTENTION
 from sinkscope.experiments import interventions
+from sinkscope.experiments.claims import CLAIMS
 from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import go_to
@@ -124,3 +126,15 @@ def test_a_census_window_of_a_hybrid_or_a_slow_family_reads_back_as_a_heads_tabl
     table = check_values(heads.assign(model=kind, length=len(ids)), "heads")
     expected_layers = set(ATTENTION) if kind == "jamba" else {0, 1, 2, 3}
     assert set(table["layer"]) == expected_layers and table["sink"].notna().all()
+
+
+def test_the_scoreboard_of_a_slow_family_says_once_why_its_runs_are_refused(bloom_dir: str) -> None:
+    """Bloom refuses interventions: the scoreboard's four runs on the text fail alike, so it says so once, and its
+    claims that need no intervention still get verdicts."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"model": bloom_dir, "example": "custom", "text": TEXT})
+    go_to(at, "claims").run()
+    refused = Text("en")("error.slow_intervention", family="Bloom")
+    assert [e.value for e in at.error].count(refused) == 1, [e.value for e in at.error]
+    board = at.table[0].value
+    assert len(board) == len(CLAIMS) and board.iloc[:, 0].str.len().min() > 0

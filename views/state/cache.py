@@ -94,7 +94,11 @@ def _in_line(message: str) -> Iterator[Callable[[int], None]]:
 def run_once(queue: str, key: tuple[Hashable, ...], run: Callable[[], Any], message: str) -> Any:
     """The result cached under ``key`` for every session, or ``run()`` in ``queue``'s turn (a model, or
     the lab); shows the queue position while waiting."""
-    job = Job(queue, key, run)
+    return run_job(Job(queue, key, run), message)
+
+
+def run_job(job: Job, message: str) -> Any:
+    """``run_once`` of a job built elsewhere."""
     found = shared().results.get(job.cache_key)
     if found is not None:
         return found

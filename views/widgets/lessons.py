@@ -41,8 +41,7 @@ def job(request: session.Request, what: str, args: tuple, run: Callable[[], Any]
 
 
 def cached(request: session.Request, what: str, args: tuple, run: Callable[[], Any], message: str) -> Any:
-    found = job(request, what, args, run)
-    return cache.run_once(found.queue, found.key, found.run, message)
+    return cache.run_job(job(request, what, args, run), message)
 
 
 def outcome_job(request: session.Request, ids: tuple[int, ...], change: Intervention | None) -> cache.Job:
@@ -52,8 +51,7 @@ def outcome_job(request: session.Request, ids: tuple[int, ...], change: Interven
 
 def outcome(request: session.Request, ids: tuple[int, ...], change: Intervention | None) -> Outcome:
     message = t("lesson.running_intact") if change is None else t("lesson.running_with", change=say(change.message))
-    found = outcome_job(request, ids, change)
-    return cache.run_once(found.queue, found.key, found.run, message)
+    return cache.run_job(outcome_job(request, ids, change), message)
 
 
 def sensitivity(request: session.Request, ids: tuple[int, ...], position: int, size: float) -> dict[int, float]:
@@ -78,8 +76,7 @@ def spread_job(request: session.Request, ids: tuple[int, ...], size: float) -> c
 
 
 def sensitivity_spread(request: session.Request, ids: tuple[int, ...], size: float) -> nudges.Spread:
-    found = spread_job(request, ids, size)
-    return cache.run_once(found.queue, found.key, found.run, t("break.perturbing"))
+    return cache.run_job(spread_job(request, ids, size), t("break.perturbing"))
 
 
 def geometry(request: session.Request, ids: tuple[int, ...]) -> dict[str, np.ndarray]:
@@ -105,9 +102,15 @@ def failed(err: Exception) -> None:
     st.error(say(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
 
 
-def result_or_none(found: Any) -> Any | None:
-    """A result of ``cache.run_all``, or None after saying why its run failed."""
-    return failed(found) if isinstance(found, Exception) else found
+def results_or_none(found: dict[str, Any]) -> dict[str, Any]:
+    """Results of ``cache.run_all`` by name, each failed run's None, after saying each distinct failure once (a
+    model that refuses interventions fails every run the same way)."""
+    said = set()
+    for err in (value for value in found.values() if isinstance(value, Exception)):
+        if repr(err) not in said:
+            said.add(repr(err))
+            failed(err)
+    return {name: None if isinstance(value, Exception) else value for name, value in found.items()}
 
 
 def remembered(name: str, trace: Trace) -> Intervention | None:

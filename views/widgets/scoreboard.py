@@ -43,8 +43,7 @@ def streaming_check_job(request: session.Request) -> cache.Job:
 
 
 def streaming_check(request: session.Request) -> dict[str, float]:
-    job = streaming_check_job(request)
-    return cache.run_once(job.queue, job.key, job.run, t("claims.measuring_streaming", **stream_plan.check_values()))
+    return cache.run_job(streaming_check_job(request), t("claims.measuring_streaming", **stream_plan.check_values()))
 
 
 def text_runs(request: session.Request, trace: Trace) -> dict[str, cache.Job]:
@@ -71,8 +70,8 @@ def measured(request: session.Request, trace: Trace) -> list[claims.Verdict]:
     """Everything the verdicts need: this text's runs, in one turn of the model's queue (with a class, the first to
     ask gets a whole scoreboard first), and the lab's and the cost sweep's shipped results."""
     runs = text_runs(request, trace)
-    done = dict(zip(runs, cache.run_all(list(runs.values()), t("claims.measuring")), strict=True))
-    found = {name: lessons.result_or_none(value) for name, value in done.items()}
+    found = lessons.results_or_none(dict(zip(runs, cache.run_all(list(runs.values()), t("claims.measuring")),
+                                             strict=True)))  # fmt: skip
     evidence = claims.Evidence(
         trace,
         backcopy=list((lab_training.shipped_runs("backcopy") | lab_training.live_runs("backcopy")).values()),

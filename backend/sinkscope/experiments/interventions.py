@@ -243,15 +243,16 @@ class Perturb(Intervention):
             return hidden
         if self.position >= hidden.shape[1]:
             raise InputError("error.past_end", position=self.position, last=hidden.shape[1] - 1)
-        edited = hidden.clone()  # hidden: (1, token, d_model)
-        edited[0, self.position] += self.size * direction(self.seed, hidden.shape[-1]).to(hidden)
-        return edited
+        return nudged(hidden, self.position, self.size, (self.seed,))
 
 
-def direction(seed: int, width: int) -> torch.Tensor:
-    """The unit direction (width,) a nudge with ``seed`` moves a token's h^0 along."""
-    drawn = torch.randn(width, generator=torch.Generator().manual_seed(seed))
-    return drawn / drawn.norm()
+def nudged(hidden: torch.Tensor, at: int, size: float, seeds: tuple[int, ...]) -> torch.Tensor:
+    """hidden (row, token, d_model) with row b's token ``at`` moved by ``size`` along the unit direction drawn with
+    ``seeds[b]``: ``Perturb``'s one row, or a batch of nudges."""
+    drawn = torch.stack([torch.randn(hidden.shape[-1], generator=torch.Generator().manual_seed(s)) for s in seeds])
+    edited = hidden.clone()
+    edited[:, at] += (size * drawn / drawn.norm(dim=-1, keepdim=True)).to(hidden)  # drawn: (row, d_model)
+    return edited
 
 
 @dataclass(frozen=True)

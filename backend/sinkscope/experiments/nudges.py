@@ -18,7 +18,7 @@ from transformers import DynamicCache
 from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message, times
 from sinkscope.core.models import LoadedModel, check_ids
-from sinkscope.experiments.interventions import Intervention, direction, intervene
+from sinkscope.experiments.interventions import Intervention, intervene, nudged
 
 SPREAD = (10, 90)  # the percentiles a spread of ratios is told by: where 80% of them lie
 DIRECTIONS = 8  # random directions a spread nudges each token in
@@ -58,19 +58,14 @@ class Spread:
 @dataclass(frozen=True)
 class Nudges(Intervention):
     """``Perturb`` for a batch: row b has the token at ``at`` (counted in the tokens this forward runs) nudged by
-    ``size`` along ``direction(seeds[b])``."""
+    ``size`` along the direction drawn with ``seeds[b]``."""
 
     at: int
     size: float
     seeds: tuple[int, ...]
 
     def edit_residual(self, index: int, hidden: torch.Tensor) -> torch.Tensor:
-        if index != 0:
-            return hidden
-        moves = torch.stack([direction(seed, hidden.shape[-1]) for seed in self.seeds])  # (row, d_model)
-        edited = hidden.clone()  # hidden: (row, token, d_model)
-        edited[:, self.at] += self.size * moves.to(hidden)
-        return edited
+        return nudged(hidden, self.at, self.size, self.seeds) if index == 0 else hidden
 
 
 def _run(
@@ -119,14 +114,15 @@ def sensitivity_spread(
     past.activate_past_recording()  # a sliding-window layer keeps every key until it is cut, so it can be cut early
     intact, past = _run(loaded, ids, len(ids) - start, Intervention(), past=past)
     intact = intact[0]  # (prediction from start, vocab)
+    probs = intact.exp()
 
     def kl(position: int) -> torch.Tensor:  # (direction, prediction from max(position, start)): KL per prediction
         reached = max(position, start)
-        base = intact[reached - start :]
+        base, weights = intact[reached - start :], probs[reached - start :]
         found = []
         for seeds in _batches(tuple(range(directions)), len(ids) - reached, intact.shape[-1]):
             changed = _nudged(loaded, ids, position, size, seeds, len(ids) - reached, past)
-            found.append((base.exp() * (base - changed)).sum(-1))
+            found.append((weights * (base - changed)).sum(-1))
         return torch.cat(found)
 
     first = kl(0)
