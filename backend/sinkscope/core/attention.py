@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 import torch
@@ -25,6 +25,9 @@ from sinkscope.core.chunked import Kept, MaskFacts, chunked_attention
 from sinkscope.core.errors import ModelLoadError
 from sinkscope.core.families import Family, name_of
 from sinkscope.core.reduce import HEAD_SUMS, Reducer, output_gram, projected_norms, value_norms
+
+if TYPE_CHECKING:
+    from sinkscope.core.writes import Writes
 
 ATTENTION_NAME = "sinkscope"
 ATTENTION_LABEL = "sinkscope (chunked eager, float32 softmax)"
@@ -66,6 +69,11 @@ class Recorder:
     withheld: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos), kept maps only
     output_norms: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos)
     first_key: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos): A[t, 0]
+    key_sums: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (key_pos,) float64: sum over heads
+    # and later queries of A[t, j] (docs/metrics.md, key_sink)
+    writes: Writes | None = None  # given: each block's attention and MLP writes land here (``core.writes``)
+    qk_of: int | None = None  # given: that layer's queries and keys land in ``qk`` and the forward stops
+    qk: tuple[torch.Tensor, torch.Tensor, float] | None = None  # (query, key, scaling), as attention received them
     learned: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos), kept maps only:
     # the mass a learned sink logit (gpt-oss) takes from each row, 0 for plain softmax
     block_call: dict | None = None  # given: the first block's args and kwargs land here and the forward stops
@@ -154,6 +162,9 @@ def sinkscope_attention(
         return override(module, query, key, value, attention_mask, scaling=scaling, softcap=softcap, s_aux=s_aux)
     recorder = _current.get()
     layer = getattr(module, "layer_idx", None)
+    if recorder is not None and recorder.qk_of is not None and recorder.qk_of == layer:
+        recorder.qk = (query, key, query.shape[-1] ** -0.5 if scaling is None else scaling)
+        raise StopForward
     reduce = recorder is not None and recorder.reduce
     keep = recorder is not None and layer in recorder.maps_of
     pool = recorder.pool if recorder is not None else None
@@ -187,6 +198,7 @@ def sinkscope_attention(
         recorder.thumbnails[layer] = kept.thumbs
     if reducer is not None:
         reducer.store(recorder.sums, layer)
+        recorder.key_sums[layer] = reducer.key_sums
         recorder.first_key[layer] = kept.first_key
         if n_keys > 1:
             norms = reducer.norms.reshape(n_heads, n_keys).double()  # (head, key_pos)

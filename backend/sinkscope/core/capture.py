@@ -29,6 +29,7 @@ from sinkscope.core.names import (
 )  # fmt: skip
 from sinkscope.core.reduce import HEAD_SUMS
 from sinkscope.core.tokens import display_tokens
+from sinkscope.core.writes import Writes
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -57,6 +58,8 @@ class Trace:
     massive: tuple[tuple[int, int, int, float], ...]  # (layer, token, channel, value)
     residual: np.ndarray  # (layer + 1, token, d_model), float32
     first_key: np.ndarray  # (layer, head, query_pos), float32: the weight each query gives the first token
+    key_sink: np.ndarray  # (layer, token): the attention each key receives from the queries after it (metrics.md)
+    writes: Writes | None = None  # what each block wrote (``core.writes``); None where the stream is not their sum
 
     @property
     def n_tokens(self) -> int:
@@ -157,6 +160,14 @@ def per_layer(kept: dict[int, torch.Tensor], info: ModelInfo, *shape: int) -> np
     return torch.stack([kept[layer].float().cpu() if layer in kept else none for layer in range(info.n_layers)]).numpy()
 
 
+def key_sinks(recorder: attention.Recorder, info: ModelInfo, n_tokens: int) -> np.ndarray:
+    """key_sink (layer, token) from a recorder's column sums; NaN in a layer without attention."""
+    none = np.full(n_tokens, np.nan)
+    sums = np.stack([recorder.key_sums[layer].numpy() if layer in recorder.key_sums else none
+                     for layer in range(info.n_layers)])  # fmt: skip
+    return metrics.key_sink_of_sums(sums, info.n_heads)
+
+
 def read_cosines(loaded: LoadedModel, residual: np.ndarray) -> np.ndarray:
     """bos_cosine per layer (layer + 1,) of the stream (layer + 1, token, d_model): the first token's cosine with
     the others in what attention reads (a post-norm family's attention reads h^l itself)."""
@@ -196,18 +207,21 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
     ids = [int(i) if isinstance(i, np.integer) else i for i in ids]  # numpy ids (a Ray batch) as Python ints
     change = attention.current_change()
     ids = change.input_ids(ids) if change is not None else ids
-    recorder = loaded.recorder(residual=loaded.stream_buffer(len(ids)))
+    recorder = loaded.recorder(residual=loaded.stream_buffer(len(ids)), writes=loaded.writes_buffer(len(ids)))
     if loaded.family.slow:  # maps from transformers' eager attention: every layer's at once
         check_ids(loaded, ids)
         maps, values = slow.forward(loaded, ids, recorder)
         heads = {name: _frozen(values) for name, values in slow.head_metrics(loaded, maps, values).items()}
         first_key = torch.stack([layer_maps[:, :, 0] for layer_maps in maps]).cpu().numpy()  # (layer, head, query)
+        key_sink = np.stack([metrics.key_sink(layer_maps.cpu().numpy()) for layer_maps in maps])  # (layer, token)
     else:
         run_forward(loaded, ids, recorder)
         heads, first_key = head_metrics(recorder, loaded.info, len(ids)), per_layer(recorder.first_key, loaded.info,
                                                                                     len(ids))  # fmt: skip
+        key_sink = key_sinks(recorder, loaded.info, len(ids))
     residual = recorder.residual  # (layer + 1, token, d_model)
     require_finite(residual, loaded.info.dtype)
+    writes = recorder.writes if recorder.writes is not None and recorder.writes.adds_up(residual) else None
     layers, massive = _layer_metrics(residual, read_cosines(loaded, residual))
     tokens = display_tokens(loaded.tokenizer, ids) if loaded.tokenizer is not None else tuple(map(str, ids))
     return Trace(
@@ -219,6 +233,8 @@ def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
         massive=massive,
         residual=_frozen(residual),
         first_key=_frozen(first_key),
+        key_sink=_frozen(key_sink.astype(np.float32)),
+        writes=writes.frozen() if writes is not None else None,
     )
 
 

@@ -1,5 +1,6 @@
 """The residual hooks a model carries from its load (``LoadedModel``): each forward's h^0 .. h^L edited by the calling
-thread's intervention (if any) and copied into its recorder (if any).
+thread's intervention (if any) and copied into its recorder (if any); with them, the hooks on each block's writes
+(``core.writes``).
 
 Installed once per model and kept: hooks added per call to a model shared by Streamlit's threads would also
 capture the forward pass another session runs at the same time.
@@ -13,7 +14,7 @@ from typing import Any
 
 import torch
 
-from sinkscope.core import attention
+from sinkscope.core import attention, writes
 from sinkscope.core.errors import ModelLoadError
 from sinkscope.core.families import Family
 
@@ -48,6 +49,9 @@ def _take_input(_module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] |
 
 def _take_output(index: int, _module: Any, _args: tuple, output: Any) -> Any:
     hidden = _edit_and_keep(index, output[0] if isinstance(output, tuple) else output)
+    recorder = attention.current_recorder()
+    if recorder is not None and recorder.writes is not None:
+        recorder.writes.close(index - 1, hidden[0])  # block index - 1 wrote h^index: (token, d_model)
     return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
 
 
@@ -64,4 +68,5 @@ def install_residual_hooks(model: Any, family: Family) -> None:
         layers[0].register_forward_pre_hook(_take_input, with_kwargs=True)
         for index, layer in enumerate(layers, start=1):
             layer.register_forward_hook(partial(_take_output, index))
+        model._sinkscope_writes = writes.install(layers, family)
         model._sinkscope_residual_hooks = True

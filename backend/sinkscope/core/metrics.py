@@ -105,6 +105,22 @@ def prefix_sink(first_key: np.ndarray, lengths: list[int] | np.ndarray) -> np.nd
     return np.moveaxis(totals[..., lengths - 2] / (lengths - 1), -1, 0)  # (length, ...)
 
 
+def key_sink_of_sums(sums: np.ndarray, n_heads: int) -> np.ndarray:
+    """key_sink (..., key) from the sums over heads and later queries of A[t, j] (..., key): each divided by the
+    pairs it counts, NaN for the last key (no query comes after it)."""
+    n_keys = sums.shape[-1]
+    pairs = n_heads * np.arange(n_keys - 1, -1, -1, dtype=np.float64)  # heads x queries t > j
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(pairs > 0, sums / pairs, np.nan)
+
+
+def key_sink(maps: np.ndarray) -> np.ndarray:
+    """key_sink (key,) of one layer's maps (head, query, key): the attention each key receives from the queries
+    after it, averaged over heads and those queries."""
+    below = np.tril(maps.astype(np.float64).sum(0), k=-1).sum(0)  # (key,): rows t > j only
+    return key_sink_of_sums(below, maps.shape[0])
+
+
 def unit_rows(h: np.ndarray) -> np.ndarray:
     """Rows scaled to unit length; zero rows stay zero."""
     norms = np.linalg.norm(h, axis=-1, keepdims=True)

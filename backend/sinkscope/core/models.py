@@ -38,6 +38,7 @@ from sinkscope.core.hooks import decoder_layers, install_residual_hooks
 from sinkscope.core.i18n import Text
 from sinkscope.core.probe import PROBE_IDS, find_family
 from sinkscope.core.tokens import encode
+from sinkscope.core.writes import Writes
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +113,17 @@ class LoadedModel:
         a recorder's ``residual``, filled by the residual hooks (NaN where a forward stopped before a layer)."""
         width = self.model.config.get_text_config().hidden_size
         return np.full((self.info.n_layers + 1, n_tokens, width), np.nan, dtype=np.float32)
+
+    @property
+    def has_writes(self) -> bool:
+        """Whether every block's attention and MLP writes are hooked (``core.writes``: not a hybrid's blocks)."""
+        return bool(getattr(self.model, "_sinkscope_writes", False))
+
+    def writes_buffer(self, n_tokens: int) -> Writes | None:
+        """Room for an ``n_tokens`` forward's block writes (a recorder's ``writes``); None where they are not hooked."""
+        if not self.has_writes or self.family.slow:
+            return None
+        return Writes.empty(self.info.n_layers, n_tokens, self.model.config.get_text_config().hidden_size)
 
     def check_length(self, n_tokens: int) -> None:
         """The one token limit: ``n_tokens`` over the model's is a TokenLimitError, before any work."""

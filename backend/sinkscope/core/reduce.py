@@ -36,9 +36,9 @@ def value_norms(output_weight: torch.Tensor, value: torch.Tensor, n_heads: int) 
 class Reducer:
     """Per-head sums of the metrics in docs/metrics.md.
 
-    The chunk loop notes six numbers per row (``note``, each named in ``NOTED``: the only passes over the weights
-    besides the softmax and the matmuls); ``finish`` turns them into every metric for all rows at once, each with
-    the rows it counts. The chunk's matmul is A @ [V | n], so sum_j A[t,j] n_j comes with the head output.
+    The chunk loop notes six numbers per row and adds up each key's column (``note``, each named in ``NOTED``, and
+    ``columns``: the only passes over the weights besides the softmax and the matmuls); ``finish`` turns them into
+    every metric for all rows at once, each with the rows it counts, and into ``key_sums`` (``key_sink``). The chunk's matmul is A @ [V | n], so sum_j A[t,j] n_j comes with the head output.
     """
 
     def __init__(
@@ -63,12 +63,15 @@ class Reducer:
         self.noted = {name: torch.zeros(n_kv, group, n_queries, device=value.device) for name in NOTED}
         self.in_q, self.from_two = key_of_row.view(-1) >= 1, key_of_row.view(-1) >= 2  # (query_pos,) row masks
         self.sums: dict[str, torch.Tensor] = {}  # metric -> (kv, group) float64, once ``finish`` has run
+        self.columns = torch.zeros(n_keys, device=value.device)  # (key_pos,): sum over heads and rows of A[t, j]
+        self.key_sums = torch.zeros(n_keys, dtype=torch.float64)  # ... without each key's own row, once finished
 
     def note(self, weights: torch.Tensor, scores: torch.Tensor, share: torch.Tensor | None, q0: int) -> None:
         """Rows ``q0 ..``: their largest score and weight, sum_j a s, the weights on themselves and the
         previous token, and the learned sink's share; weights, scores: (kv, group, rows, keys)."""
         q1 = q0 + weights.shape[-2]
         rows = {name: noted[..., q0:q1] for name, noted in self.noted.items()}  # (kv, group, rows) views
+        self.columns[: weights.shape[-1]] += weights.reshape(-1, weights.shape[-1]).sum(0)  # (keys,)
         if share is not None:
             rows["learned"].copy_(share)
         torch.amax(scores, -1, out=rows["row_max_score"])
@@ -100,6 +103,9 @@ class Reducer:
         counted = torch.stack([rows for _, rows in per_row.values()])[:, None, None, :]  # (metric, 1, 1, query_pos)
         totals = torch.where(counted, values, 0.0).cpu().sum(-1, dtype=torch.float64)  # float64 on the host
         self.sums = dict(zip(per_row, totals, strict=True))  # metric -> (kv, group)
+        on_self = noted["on_self"].sum((0, 1))  # (query_pos,): what each row gives itself, over the heads
+        self.key_sums = self.columns.cpu().double()
+        self.key_sums[-len(on_self) :] -= on_self.cpu().double()  # key_sink counts only the queries after a key
 
     def store(self, into: dict[str, dict[int, torch.Tensor]], layer: int) -> None:
         for name, total in self.sums.items():

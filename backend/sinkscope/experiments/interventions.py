@@ -1,7 +1,7 @@
 """Interventions: change one thing inside a forward pass and measure what the model does without it.
 
 Each intervention is a frozen dataclass of plain values (so results cache by it). It may rewrite the
-input ids, the pre-softmax scores of chosen layers and heads, or cells of the residual stream. The
+input ids, the pre-softmax scores of chosen layers and heads, cells of the residual stream, or a block's write. The
 edits live in a context variable of the calling thread, so the shared model keeps no state::
 
     with sinkscope.intervene(model, DropFirst(1, layers=tuple(range(2, 30)))):
@@ -25,6 +25,7 @@ from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel, ModelInfo, require_loaded
 from sinkscope.core.tokens import display_token
+from sinkscope.core.writes import WriteEdit
 from sinkscope.experiments.streaming import builtin_text
 
 TOP_K = 5
@@ -42,6 +43,7 @@ class Intervention:
 
     edit_scores: attention.ScoreEdit | None = None
     edit_residual: attention.ResidualEdit | None = None
+    edit_write: WriteEdit | None = None
 
     @property
     def message(self) -> Message:
@@ -95,6 +97,12 @@ class Together(Intervention):
             if part.edit_residual is not None:
                 hidden = part.edit_residual(index, hidden)
         return hidden
+
+    def edit_write(self, block: int, kind: str, write: torch.Tensor) -> torch.Tensor:
+        for part in self.parts:
+            if part.edit_write is not None:
+                write = part.edit_write(block, kind, write)
+        return write
 
 
 @contextmanager

@@ -25,6 +25,8 @@ class Family:
     final_norm: str | None = "norm"  # path under the base model; None: h^L is read raw
     attention: str = "self_attn"  # path under a block to its attention module
     output_projection: str = "o_proj"  # path under the attention module: heads -> d_model
+    attention_write: str | None = None  # path under a block to what it adds after attention; None: the attention
+    mlp_write: str = "mlp"  # path under a block to what it adds after its MLP (a norm after it, where it has one)
     conv1d_output: bool = False  # GPT-2's Conv1D stores its weight as (in, out)
     rotary: bool = True  # rotary positions turned as half-split pairs (else learned, absolute or interleaved ones)
     learned_sinks: bool = False  # a sink logit per head, passed to attention as ``s_aux``

@@ -2,9 +2,10 @@
 norms; OLMo-3 mixes sliding-window and full layers."""
 
 from sinkscope.core.families.base import Family
+from sinkscope.core.families.gemma import POST_NORMS
 
-OLMO2 = Family("OLMo-2", ("olmo2",), input_norm=None)
+OLMO2 = Family("OLMo-2", ("olmo2",), input_norm=None, **POST_NORMS)
 
-OLMO3 = Family("OLMo-3", ("olmo3",), input_norm=None, sliding_windows=True)
+OLMO3 = Family("OLMo-3", ("olmo3",), input_norm=None, sliding_windows=True, **POST_NORMS)
 
 FAMILIES = (OLMO2, OLMO3)

@@ -23,7 +23,7 @@ class Opt(Family):
 
 OPT = Opt(
     "OPT", ("opt",), blocks="decoder.layers", input_norm="self_attn_layer_norm", final_norm="decoder.final_layer_norm",
-    output_projection="out_proj", rotary=False,
+    output_projection="out_proj", rotary=False, mlp_write="fc2",
 )  # fmt: skip
 
 FAMILIES = (OPT,)

@@ -1,0 +1,127 @@
+"""Why a head looks at the first token (docs/metrics.md, QK attribution): its score on key 0, split into one term per
+residual component at position 0 (the embedding, each earlier attention and MLP write) and the bias term.
+
+With the input norm's scale frozen at its value on this text, the first token's key is linear in the residual
+stream; rotary positions leave position 0 unturned. The terms sum to the score the forward computed (``score``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from sinkscope.core import attention
+from sinkscope.core.capture import run_forward
+from sinkscope.core.errors import InputError
+from sinkscope.core.i18n import Message
+from sinkscope.core.models import LoadedModel, require_loaded
+from sinkscope.core.writes import Writes
+from sinkscope.experiments.writes import check_writes
+
+SUM_TOLERANCE = 1e-3  # relative: the components must add up to h^l[0] for the split to be the model's own
+Part = tuple[str, int]  # ("embedding" | "attention" | "mlp" | "bias", block; -1 for the embedding and the bias)
+
+
+@dataclass(frozen=True)
+class QKTerms:
+    """The score of one head on key 0, averaged over queries ``first .. last``, split by residual component."""
+
+    layer: int
+    head: int
+    first: int
+    last: int
+    parts: tuple[Part, ...]
+    terms: np.ndarray  # (part,): mean over the queries of scaling * <q_t, the part's share of k_0>
+    score: float  # mean over the queries of the score s[t, 0] the forward computed, before any soft-capping
+
+    def largest(self, n: int) -> list[tuple[Part, float]]:
+        """The ``n`` terms of largest magnitude, largest first."""
+        order = np.argsort(-np.abs(self.terms))[:n]
+        return [(self.parts[i], float(self.terms[i])) for i in order]
+
+
+def _frozen_norm(norm: torch.nn.Module, state: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor | None]:
+    """An RMSNorm or LayerNorm as gain * (x - centring) * scale (+ bias), its scale frozen at ``state`` (d_model,):
+    (gain (d_model,), scale, bias or None)."""
+    eps = float(getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6)))
+    ones = torch.ones_like(state)
+    if isinstance(norm, torch.nn.LayerNorm):
+        scale = 1 / math.sqrt(float(state.var(unbiased=False)) + eps)
+        return norm.weight.float(), scale, None if norm.bias is None else norm.bias.float()
+    gain = norm(ones.to(norm.weight.dtype)).float() * math.sqrt(1 + eps)  # RMSNorm of ones: gain / sqrt(1 + eps)
+    return gain, 1 / math.sqrt(float(state.pow(2).mean()) + eps), None
+
+
+def _key_parts(loaded: LoadedModel, layer: int, parts: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
+    """Each part's share of k_0 (part + 1, kv_head, head_dim), the bias term last; parts (part, d_model) sum to the
+    block's input ``state`` (d_model,)."""
+    norm = loaded.family.read_norms(loaded.model)[layer]
+    attn = loaded.family.attention_of(loaded.blocks[layer])
+    project = getattr(attn, "k_proj", None)
+    if norm is None or project is None:
+        raise InputError("error.qk_unavailable", family=loaded.info.family,
+                         reason=Message.of("qk.post_norm" if norm is None else "qk.fused_keys"))  # fmt: skip
+    gain, scale, norm_bias = _frozen_norm(norm, state)
+    centred = parts - parts.mean(-1, keepdim=True) if isinstance(norm, torch.nn.LayerNorm) else parts
+    weight = project.weight.float()  # (kv_head * head_dim, d_model)
+    raw = (centred * gain * scale) @ weight.T  # (part, kv_head * head_dim)
+    bias = project.bias.float() if project.bias is not None else torch.zeros(weight.shape[0])
+    if norm_bias is not None:
+        bias = bias + weight @ norm_bias
+    raw = torch.cat([raw, bias[None]])  # (part + 1, kv_head * head_dim)
+    head_dim = attn.head_dim
+    k_norm = getattr(attn, "k_norm", None)
+    if k_norm is not None:  # Qwen3, Gemma-3, OLMo-2: a norm on the keys themselves, its scale frozen the same way
+        width = k_norm.weight.shape[-1]
+        grouped = raw.reshape(raw.shape[0], -1, width)  # (part + 1, groups, width)
+        gain, _, _ = _frozen_norm(k_norm, grouped[0])
+        eps = float(getattr(k_norm, "variance_epsilon", getattr(k_norm, "eps", 1e-6)))
+        total = grouped.sum(0)  # (groups, width): the key before its norm
+        raw = (grouped * gain / (total.pow(2).mean(-1, keepdim=True) + eps).sqrt()).reshape(raw.shape[0], -1)
+    return raw.reshape(raw.shape[0], -1, head_dim)  # (part + 1, kv_head, head_dim)
+
+
+def qk_attribution(
+    loaded: LoadedModel, ids: list[int] | tuple[int, ...], layer: int, head: int, queries: tuple[int, int] | None = None
+) -> QKTerms:
+    """Split head ``head`` of ``layer``'s score on key 0, averaged over queries ``first .. last`` (default every query
+    but the first), into the embedding's, each earlier write's and the bias's share. One forward, stopped at the
+    layer's attention."""
+    ids = list(ids)
+    n = len(ids)
+    first, last = queries if queries is not None else (1, n - 1)
+    if not 0 <= first <= last < n:
+        raise InputError("error.query_range", first=first, last=last, end=n - 1)
+    if not 0 <= head < loaded.info.n_heads:
+        raise InputError("error.head_range", head=repr(head), last=loaded.info.n_heads - 1)
+    check_writes(require_loaded(loaded), layer)
+    recorder = loaded.recorder(reduce=False, residual=loaded.stream_buffer(n), qk_of=layer,
+                               writes=loaded.writes_buffer(n))  # fmt: skip
+    run_forward(loaded, ids, recorder)
+    query, key, scaling = recorder.qk  # (1, head, query_pos, head_dim), (1, kv_head, key_pos, head_dim)
+    parts, names = _components(recorder.writes, recorder.residual, layer, loaded.info.family)
+    state = torch.from_numpy(recorder.residual[layer][0])
+    with torch.inference_mode():
+        keys = _key_parts(loaded, layer, parts, state)  # (part + 1, kv_head, head_dim)
+    kv = head // (loaded.info.n_heads // loaded.info.n_kv_heads)
+    q = query[0, head, first : last + 1].float()  # (queries, head_dim)
+    terms = scaling * (q @ keys[:, kv].T).mean(0)  # (part + 1,)
+    score = scaling * float((q @ key[0, kv, 0].float()).mean())
+    return QKTerms(layer, head, first, last, (*names, ("bias", -1)), terms.numpy().astype(np.float64), score)
+
+
+def _components(writes: Writes, residual: np.ndarray, layer: int, family: str) -> tuple[torch.Tensor, list[Part]]:
+    """h^layer[0] as its sum of parts (part, d_model): the embedding, then each block's attention and MLP write."""
+    rows, names = [residual[0][0]], [("embedding", -1)]
+    for block in range(layer):
+        rows += [writes.first[0, block], writes.first[1, block]]
+        names += [("attention", block), ("mlp", block)]
+    parts = torch.from_numpy(np.stack(rows))  # (part, d_model)
+    state = residual[layer][0]
+    gap = float(np.linalg.norm(parts.sum(0).numpy() - state) / max(np.linalg.norm(state), 1e-30))
+    if not gap <= SUM_TOLERANCE:  # a post-norm or otherwise rescaled stream is not the sum of its writes
+        raise InputError("error.qk_unavailable", family=family, reason=Message.of("qk.not_a_sum"))
+    return parts, names

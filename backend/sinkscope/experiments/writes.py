@@ -1,0 +1,119 @@
+"""Where the first token becomes a sink: what each block writes to position 0, and what removing one write does.
+
+``first_writes`` reads a Trace's writes (docs/metrics.md, ``attn_write`` and ``mlp_write``) and finds the write that
+builds the first token's largest massive activation; ``RemoveWrite`` drops one block's attention or MLP write at
+position 0 only, and ``remove_write`` measures the run without it against the intact one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from sinkscope.core.capture import Trace
+from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core.i18n import Message
+from sinkscope.core.models import LoadedModel, ModelInfo
+from sinkscope.core.names import DEFAULT_EPS
+from sinkscope.core.writes import PARTS, Writes
+from sinkscope.experiments.interventions import Intervention, Outcome, _layers_within, outcome
+
+
+def check_writes(loaded: LoadedModel, layer: int) -> None:
+    """An error that says why when the model's writes cannot be read (a slow or hybrid family) or ``layer`` is
+    past its last block."""
+    if loaded.family.slow or not loaded.has_writes:
+        raise ModelLoadError("error.writes_unavailable", family=loaded.info.family)
+    _layers_within((layer,), loaded.info.n_layers - 1)
+
+
+@dataclass(frozen=True)
+class RemoveWrite(Intervention):
+    """Drop block ``block``'s attention or MLP write (``part``) at position 0 only; every other token keeps it."""
+
+    block: int
+    part: str
+
+    def __post_init__(self) -> None:
+        if self.part not in PARTS:
+            raise InputError("error.unknown_choice", name="part", value=repr(self.part), choices=", ".join(PARTS))
+
+    def fits(self, info: ModelInfo) -> None:
+        _layers_within((self.block,), info.n_layers - 1)
+
+    @property
+    def message(self) -> Message:
+        return Message.of(f"iv.remove_{self.part}_write", layer=self.block)
+
+    def edit_write(self, block: int, part: str, write: torch.Tensor) -> torch.Tensor:
+        if (block, part) != (self.block, self.part):
+            return write
+        edited = write.clone()  # write: (row, token, d_model)
+        edited[:, 0] = 0
+        return edited
+
+
+@dataclass(frozen=True)
+class FirstWrites:
+    """What each block writes to the first token, and which write builds its largest massive activation."""
+
+    attn_write: np.ndarray  # (block,): ||a[0]||
+    mlp_write: np.ndarray  # (block,): ||m[0]||
+    channel: int | None  # the channel of the first token's largest massive activation; None: it has none
+    in_channel: np.ndarray  # (part, block): each write's value in that channel (empty without one)
+    peak: float  # that activation's value at its largest
+    peak_layer: int  # ... in h^peak_layer
+    builder: tuple[str, int] | None  # (part, block) of the write that adds most to it, in its sign
+
+    def said(self) -> Message:
+        """Which block builds the first token's massive activation on this text, from the numbers."""
+        if self.builder is None:
+            return Message.of("origins.no_massive_first")
+        part, block = self.builder
+        value = float(self.in_channel[PARTS.index(part), block])
+        return Message.of(f"origins.built_by_{part}", block=block, channel=self.channel, value=round(value),
+                          peak=round(self.peak), layer=self.peak_layer, share=value / self.peak)  # fmt: skip
+
+
+def first_writes(trace: Trace) -> FirstWrites:
+    """The first token's writes, read from an analysis (``trace.writes``)."""
+    writes: Writes = trace.writes
+    on_first = [(layer, channel, value) for layer, token, channel, value in trace.massive if token == 0]
+    attn, mlp = writes.attn_write, writes.mlp_write
+    if not on_first:
+        return FirstWrites(attn, mlp, None, np.empty((len(PARTS), 0)), float("nan"), -1, None)
+    layer, channel, peak = max(on_first, key=lambda flag: abs(flag[2]))
+    in_channel = writes.first[:, :, channel]  # (part, block)
+    signed = np.nan_to_num(in_channel * np.sign(peak), nan=-np.inf)
+    part, block = np.unravel_index(np.argmax(signed), signed.shape)
+    return FirstWrites(attn, mlp, int(channel), in_channel, float(peak), int(layer), (PARTS[part], int(block)))
+
+
+@dataclass(frozen=True)
+class WriteRemoved:
+    """The run without one write at position 0, against the intact run."""
+
+    removed: RemoveWrite
+    intact: Outcome
+    changed: Outcome
+    eps: float
+
+    def sink_after(self, run: Outcome) -> float:
+        """The sink rate (percent of heads with ``sink`` > eps) of the blocks after the removed write."""
+        later = run.heads["sink"][self.removed.block + 1 :]
+        return float((later[~np.isnan(later)] > self.eps).mean() * 100) if later.size else float("nan")
+
+    @property
+    def loss_change(self) -> float:
+        return self.changed.loss - self.intact.loss
+
+
+def remove_write(
+    loaded: LoadedModel, ids: list[int] | tuple[int, ...], block: int, part: str, eps: float = DEFAULT_EPS
+) -> WriteRemoved:
+    """Run the text intact and without block ``block``'s ``part`` write at position 0."""
+    check_writes(loaded, block)
+    removed = RemoveWrite(block, part)
+    return WriteRemoved(removed, outcome(loaded, ids), outcome(loaded, ids, removed), eps)
