@@ -38,7 +38,8 @@ class Reducer:
 
     The chunk loop notes six numbers per row and adds up each key's column (``note``, each named in ``NOTED``, and
     ``columns``: the only passes over the weights besides the softmax and the matmuls); ``finish`` turns them into
-    every metric for all rows at once, each with the rows it counts, and into ``key_sums`` (``key_sink``). The chunk's matmul is A @ [V | n], so sum_j A[t,j] n_j comes with the head output.
+    every metric for all rows at once, each with the rows it counts, and into ``key_sums`` (``key_sink``). The
+    chunk's matmul is A @ [V | n], so sum_j A[t,j] n_j comes with the head output.
     """
 
     def __init__(

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from sinkscope.core import attention
 from sinkscope.core.capture import run_forward
 from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message

@@ -67,7 +67,7 @@ class SecondarySink:
 class Secondary:
     """The secondary sinks of one text, and the window and bounds they were found in."""
 
-    raised: tuple[tuple[int, int], ...]  # (first, last) of each run of layers h^l where the first token's norm is raised
+    raised: tuple[tuple[int, int], ...]  # (first, last) of each run of layers h^l with the first token's norm raised
     bounds: tuple[float, float]  # the paper's lifetime bounds rescaled to this depth (more than / fewer than)
     sinks: tuple[SecondarySink, ...]  # every sink-like run, longest first
 
