@@ -74,7 +74,7 @@ class FirstWrites:
         part, block = self.builder
         value = float(self.in_channel[PARTS.index(part), block])
         return Message.of(f"origins.built_by_{part}", block=block, channel=self.channel, value=round(value),
-                          peak=round(self.peak), layer=self.peak_layer, share=value / self.peak)  # fmt: skip
+                          peak=round(self.peak), layer=self.peak_layer)  # fmt: skip
 
 
 def first_writes(trace: Trace) -> FirstWrites:
