@@ -38,8 +38,9 @@ def test_analyze_writes_the_documented_csvs_and_json(tmp_path: Path) -> None:
     text = tmp_path / "essay.txt"
     text.write_text("The first token collects attention that has nowhere else to go.", encoding="utf-8")
     heads, layers, out = tmp_path / "heads.csv", tmp_path / "layers.csv", tmp_path / "out.json"
+    keys = tmp_path / "keys.csv"
     done = process("analyze", "--text-file", str(text), "--heads-csv", str(heads), "--layers-csv", str(layers),
-               "--json", str(out), "--eps", "0.4")  # fmt: skip
+                   "--keys-csv", str(keys), "--json", str(out), "--eps", "0.4")  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "sink rate (eps=0.4" in done.stdout and "float32" in done.stdout
     head_rows = list(csv.DictReader(heads.open()))
@@ -50,6 +51,14 @@ def test_analyze_writes_the_documented_csvs_and_json(tmp_path: Path) -> None:
     assert list(layer_rows[0])[:2] == ["layer", "top1"] and len(layer_rows) == 31
     report = json.loads(out.read_text())
     assert report["eps"] == 0.4 and len(report["heads"]) == 270 and report["tokens"][0] == "The"
+    key_rows = list(csv.DictReader(keys.open(encoding="utf-8")))
+    assert list(key_rows[0]) == ["layer", "position", "token", "key_sink"]
+    assert len(key_rows) == 30 * (report["n_tokens"] - 1) == len(report["keys"])  # the last key: no later query
+    assert key_rows[1]["token"] == report["tokens"][1]
+    for layer in (0, 12, 29):  # key 0's column is the layer's mean sink score, as heads.csv has it
+        sinks = [float(row["sink"]) for row in head_rows if int(row["layer"]) == layer]
+        first = next(float(row["key_sink"]) for row in key_rows if (row["layer"], row["position"]) == (str(layer), "0"))
+        assert first == pytest.approx(sum(sinks) / len(sinks), abs=1e-6)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from sinkscope.cli.arguments import finite, ids_of, load, model_options, number, text_options, write_csv
-from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, KINDS, LAYER_COLUMNS
+from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, KEY_COLUMNS, KINDS, LAYER_COLUMNS
 
 
 def trace_json(trace: object, info: object, eps: float) -> dict[str, object]:
@@ -22,6 +22,7 @@ def trace_json(trace: object, info: object, eps: float) -> dict[str, object]:
         "heads": [{k: finite(v) for k, v in row.items()} for row in trace.head_rows()],
         "layers": [{k: finite(v) for k, v in row.items()} for row in trace.layer_rows()],
         "massive": [dict(zip(("layer", "token", "channel", "value"), hit, strict=True)) for hit in trace.massive],
+        "keys": [{k: finite(v) for k, v in row.items()} for row in trace.key_rows()],
     }
 
 
@@ -47,6 +48,8 @@ def run(args: argparse.Namespace) -> None:
         write_csv(args.heads_csv, HEAD_COLUMNS, trace.head_rows())
     if args.layers_csv:
         write_csv(args.layers_csv, LAYER_COLUMNS, trace.layer_rows())
+    if args.keys_csv:
+        write_csv(args.keys_csv, KEY_COLUMNS, trace.key_rows())
     if args.json:
         Path(args.json).write_text(json.dumps(trace_json(trace, loaded.info, args.eps), indent=1))
 
@@ -60,5 +63,6 @@ def add(commands: argparse._SubParsersAction) -> None:
     )
     command.add_argument("--heads-csv", help="write per-head metrics here")
     command.add_argument("--layers-csv", help="write per-layer metrics here")
+    command.add_argument("--keys-csv", help="write key_sink per layer and key here (layer, position, token, key_sink)")
     command.add_argument("--json", help="write everything as JSON here")
     command.set_defaults(run=run)

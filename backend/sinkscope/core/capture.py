@@ -107,6 +107,15 @@ class Trace:
             for layer in range(len(self.layers["top1"]))
         ]
 
+    def key_rows(self) -> list[dict[str, object]]:
+        """One row per attention layer and key with the columns of the CLI's keys.csv (``KEY_COLUMNS``); the last key,
+        which no query follows, has no key_sink and no row."""
+        return [
+            {"layer": layer, "position": j, "token": self.tokens[j], "key_sink": float(self.key_sink[layer, j])}
+            for layer in self.attention_layers
+            for j in range(self.n_tokens - 1)
+        ]
+
     def to_pandas(self, table: str = "heads") -> Any:
         """A pandas DataFrame: "heads" (one row per layer and head) or "layers" (one per h^l)."""
         import pandas as pd  # only here: the engine itself does not need pandas
