@@ -12,7 +12,7 @@ import torch
 from sinkscope.core.capture import Trace, analyze, analyze_ids
 from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.names import DEFAULT_EPS
-from sinkscope.experiments import qk, writes
+from sinkscope.experiments import elsewhere, qk, writes
 from sinkscope.findings import origins
 
 from tests.test_families import MATRIX, N_TOKENS, build, eager_run, loaded_tiny, slow_loaded
@@ -224,3 +224,41 @@ def test_on_smollm2_the_english_example_has_secondary_sinks_that_receive_attenti
     sink = found.within[0]
     assert sink.key_sink > np.nanmedian(trace.key_sink[:, 1:])  # a sink-like state takes more than a typical key
     assert abs(sink.mlp_cos) > origins.SINK_LIKE / 2  # the write that made it points along the first token's state
+
+
+@pytest.mark.parametrize("mode", ["state", "scale"])
+def test_a_sink_made_elsewhere_equals_a_hand_edited_eager_forward(mode: str, ids: list[int]) -> None:
+    """Token 9 given the first token's state (or its own, ten times) at h^2: its key_sink as transformers' eager
+    forward gives it with block 1's output edited by hand."""
+    loaded = loaded_tiny("llama")
+    made = elsewhere.make_sink(loaded, analyze_ids(loaded, ids), 9, 2, mode)
+    model = build("llama", "eager")
+
+    def edit(_module: object, _args: tuple, output: torch.Tensor) -> torch.Tensor:
+        hidden = (output[0] if isinstance(output, tuple) else output).clone()  # (1, token, d_model)
+        hidden[:, 9] = hidden[:, 0] if mode == "state" else hidden[:, 9] * elsewhere.SCALE
+        return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
+
+    model.model.layers[1].register_forward_hook(edit)
+    with torch.no_grad():
+        maps = model(torch.tensor([ids]), output_attentions=True).attentions
+    expected = np.stack([column_means(layer[0].numpy()) for layer in maps])  # (layer, token)
+    np.testing.assert_allclose(made.after, expected[:, 9], atol=1e-6)
+    np.testing.assert_allclose(made.first_after, expected[:, 0], atol=1e-6)
+    np.testing.assert_allclose(made.before[:2], made.after[:2])  # the layers before the change read the same states
+
+
+def test_a_sink_elsewhere_is_refused_at_the_first_token_and_without_massive_channels(ids: list[int]) -> None:
+    loaded = loaded_tiny("llama")
+    trace = analyze_ids(loaded, ids)
+    with pytest.raises(InputError, match="already where the sink is"):
+        elsewhere.make_sink(loaded, trace, 0, 1, "state")
+    with pytest.raises(InputError, match="no massive activation"):
+        elsewhere.make_sink(loaded, trace, 3, 1, "massive")  # a random model has none
+
+
+def test_on_smollm2_the_first_tokens_state_makes_a_sink_where_it_is_put(smollm2: object) -> None:
+    trace = english(smollm2)
+    made = elsewhere.make_sink(smollm2, trace, 30, 12, "state")
+    assert made.mean_from_layer(made.after) > 5 * made.mean_from_layer(made.before)
+    assert made.mean_from_layer(made.first_after) < made.mean_from_layer(made.first_before)
