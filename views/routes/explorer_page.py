@@ -16,6 +16,7 @@ from views.state import cache, navigation, session, url_state
 from views.text import kind_label, language, local_table, num, say, t
 from views.widgets import charts, controls, head_picker
 from views.widgets.html_maps import clicked_head, head_map, kind_counts
+from views.widgets.key_map import key_map
 from views.widgets.sliders import EPS_STEPS, decimal_slider
 
 ZOOM = 256  # the one-head map shows at most ZOOM x ZOOM cells at full resolution
@@ -42,6 +43,8 @@ def map_tab(trace: Trace) -> None:
     right.caption(t("explorer.two_thresholds", eps=num(eps, ".2f"), rate=num(trace.sink_rate(eps), ".0f"),
                     kind=sink_kind, threshold=KIND_THRESHOLD, between=between))  # fmt: skip
     right.page_link(navigation.page_at("metrics"), label=t("side.definitions"), icon="📖")
+    key_map(trace, "key_map")
+    st.page_link(navigation.page_at("origins"), label=t("explorer.to_origins"), icon="🧬")
     table = pd.DataFrame(trace.head_rows())
     shown = table[["layer", "head", *metrics]].assign(kind=table["kind"].map(kind_label))  # the CSV keeps English
     shown = shown.rename(columns={"layer": t("fig.layer"), "head": t("fig.head"), "kind": t("explorer.kind")})

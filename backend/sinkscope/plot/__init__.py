@@ -42,6 +42,7 @@ from sinkscope.plot.lesson_figures import (
     fig_smoothing_depth,
     fig_softmax_variants,
 )
+from sinkscope.plot.origins_figures import fig_channel_writes, fig_first_writes, fig_key_map, fig_qk_terms
 
 __all__ = [
     "FIGURES_CSS",
@@ -52,16 +53,20 @@ __all__ = [
     "fig_census_layers",
     "fig_census_rate",
     "fig_census_spread",
+    "fig_channel_writes",
     "fig_diff_map",
     "fig_cache_membership",
     "fig_channel_map",
     "fig_depth_profile",
+    "fig_first_writes",
     "fig_head_map",
     "fig_kind_counts",
     "fig_kind_output",
+    "fig_key_map",
     "fig_magnitudes",
     "fig_lines",
     "fig_ppl_vs_sinks",
+    "fig_qk_terms",
     "fig_stream_check",
     "fig_sink_scatter",
     "fig_smoothing_depth",

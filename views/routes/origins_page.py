@@ -1,0 +1,161 @@
+"""Lesson 4: where sinks are made: where attention goes besides the first token, the secondary sinks, the block that
+builds the first token's sink, why a head looks at it, and a sink made elsewhere."""
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+from sinkscope import plot
+from sinkscope.core.capture import Trace
+from sinkscope.core.names import DEFAULT_EPS
+from sinkscope.core.writes import PARTS
+from sinkscope.experiments import elsewhere, qk, writes
+from sinkscope.findings import origins
+
+from views.state import cache, session
+from views.text import language, local_table, num, percent, plain, say, t
+from views.widgets import charts, head_picker, lessons
+from views.widgets.key_map import key_map
+
+TERMS = 8  # the QK terms drawn one by one; the rest are summed
+
+
+def secondary(trace: Trace) -> None:
+    st.subheader(t("origins.secondary_heading"))
+    found = origins.secondary_sinks(trace)
+    st.markdown(plain(say(found.said())))
+    low, high = found.bounds
+    st.caption(t("origins.bounds_note", shortest=origins.PAPER_SHORTEST, spare=origins.PAPER_SPARE,
+                 depth=origins.PAPER_DEPTH, layers=trace.shape[0], low=round(low, 1), high=round(high, 1),
+                 raised=origins.RAISED))  # fmt: skip
+    if not found.sinks:
+        return
+    rows = [{t("origins.col_token"): f"{s.position}:{s.token}", t("origins.col_layers"): f"h^{s.first}–h^{s.last}",
+             t("origins.col_lifetime"): s.lifetime, "key_sink": s.key_sink, t("origins.col_mlp_norm"): s.mlp_norm,
+             t("origins.col_mlp_cos"): s.mlp_cos, t("origins.col_within"): "✓" if s in found.within else ""}
+            for s in found.sinks]  # fmt: skip
+    st.dataframe(
+        local_table(pd.DataFrame(rows), 2), hide_index=True, key="or_secondary", height=min(320, 40 + 35 * len(rows))
+    )
+
+
+def first_token(request: session.Request, trace: Trace) -> None:
+    st.subheader(t("origins.writes_heading"))
+    if trace.writes is None:
+        st.info(t("error.writes_unavailable", family=cache.get_model(request.model, request.dtype).info.family))
+        return
+    built = writes.first_writes(trace)
+    left, right = st.columns(2)
+    charts.show(plot.fig_first_writes(built.attn_write, built.mlp_write, lang=language()), "or_writes", left)
+    if built.channel is not None:
+        charts.show(plot.fig_channel_writes(built.in_channel, built.channel, lang=language()), "or_channel", right)
+    st.markdown(say(built.said()))
+    removal(request, trace, built)
+
+
+def removal(request: session.Request, trace: Trace, built: writes.FirstWrites) -> None:
+    """Remove one block's write at position 0 and compare the later sink rate and the loss with the intact run."""
+    part, block = built.builder or ("mlp", 0)
+    st.session_state.setdefault("or_block", block)
+    st.session_state.setdefault("or_part", part)
+    head_picker.clamp("or_block", trace.shape[0] - 1)
+    with st.form("or_remove_form"):
+        st.markdown(t("origins.remove_heading"))
+        cells = st.columns(2)
+        block = cells[0].slider(t("fig.block"), 0, trace.shape[0] - 1, key="or_block")
+        part = cells[1].radio(t("origins.part"), PARTS, format_func=lambda p: t(f"fig.write_{p}"), key="or_part",
+                              horizontal=True)  # fmt: skip
+        asked = st.form_submit_button(t("origins.remove"))
+    if asked:
+        lessons.remember("or_removed", trace, writes.RemoveWrite(int(block), part))
+    change = lessons.remembered("or_removed", trace)
+    if change is None:
+        return
+    runs = lessons.attempt(lambda: [lessons.outcome(request, trace.token_ids, c) for c in (None, change)])
+    if runs is None:
+        return
+    removed = writes.WriteRemoved(change, *runs, DEFAULT_EPS)
+    cells = st.columns(3)
+    intact = t("origins.intact_was", value=percent(removed.sink_after(removed.intact)))
+    label = t("origins.sink_after", layer=change.block + 1, eps=num(DEFAULT_EPS, ".1f"))
+    cells[0].metric(label, percent(removed.sink_after(removed.changed)), intact, delta_color="off")
+    cells[1].metric(t("origins.loss"), num(removed.changed.loss, ".2f"), num(removed.loss_change, "+.2f"),
+                    delta_color="inverse")  # fmt: skip
+    cells[2].metric(t("origins.intact_loss"), num(removed.intact.loss, ".2f"))
+    st.caption(say(change.message))
+
+
+def why_this_head(request: session.Request, trace: Trace) -> None:
+    st.subheader(t("origins.qk_heading"))
+    sink = np.nan_to_num(trace.heads["sink"], nan=-1.0)
+    strongest = np.unravel_index(np.argmax(sink), sink.shape)
+    st.session_state.setdefault("or_layer", int(strongest[0]))
+    st.session_state.setdefault("or_head", int(strongest[1]))
+    head_picker.clamp("or_layer", trace.shape[0] - 1)
+    head_picker.clamp("or_head", trace.shape[1] - 1)
+    cells = st.columns(3)
+    layer = cells[0].slider(t("common.layer"), 0, trace.shape[0] - 1, key="or_layer")
+    head = cells[1].slider(t("common.head"), 0, trace.shape[1] - 1, key="or_head")
+    last = trace.n_tokens - 1
+    if last < 1:
+        st.info(t("origins.two_tokens"))
+        return
+    first, last = cells[2].slider(t("origins.queries"), 1, last, (1, last), key="or_queries")
+    loaded = cache.get_model(request.model, request.dtype)
+    args = (trace.token_ids, layer, head, first, last)
+    run = lambda: qk.qk_attribution(loaded, trace.token_ids, layer, head, (first, last))  # noqa: E731
+    terms = lessons.attempt(lambda: lessons.cached(request, "qk", args, run, t("origins.attributing")))
+    if terms is None:
+        return
+    largest = terms.largest(TERMS)
+    rest = float(terms.terms.sum() - sum(value for _, value in largest))
+    where = {"layer": layer, "head": head, "first": first, "last": last}
+    charts.show(plot.fig_qk_terms(largest, rest, terms.score, where, lang=language()), "or_qk")
+    st.caption(t("origins.qk_note", score=terms.score, total=float(terms.terms.sum())))
+
+
+def sink_elsewhere(request: session.Request, trace: Trace) -> None:
+    st.subheader(t("origins.elsewhere_heading"))
+    if trace.n_tokens < 2:
+        st.info(t("origins.two_tokens"))
+        return
+    st.session_state.setdefault("or_position", trace.n_tokens // 2)
+    st.session_state.setdefault("or_at", min((layer for layer, *_ in trace.massive), default=trace.shape[0] // 2))
+    head_picker.clamp("or_at", trace.shape[0] - 1)
+    head_picker.clamp("or_position", trace.n_tokens - 1)
+    with st.form("or_elsewhere_form"):
+        cells = st.columns(3)
+        position = cells[0].slider(t("origins.position"), 1, trace.n_tokens - 1, key="or_position")
+        layer = cells[1].slider(t("origins.at_state"), 0, trace.shape[0] - 1, key="or_at")
+        mode = cells[2].radio(t("origins.mode"), elsewhere.MODES, format_func=lambda m: t(f"origins.mode_{m}"),
+                              key="or_mode")  # fmt: skip
+        asked = st.form_submit_button(t("origins.make_sink"))
+    if not asked:
+        return
+    loaded = cache.get_model(request.model, request.dtype)
+    run = lambda: elsewhere.make_sink(loaded, trace, position, layer, mode)  # noqa: E731
+    made = lessons.attempt(lambda: lessons.cached(request, "elsewhere", (trace.token_ids, position, layer, mode), run,
+                                                  t("origins.making")))  # fmt: skip
+    if made is None:
+        return
+    layers = list(range(trace.shape[0]))
+    series = {t("origins.series_token", token=made.token, when=t("origins.intact")): made.before.tolist(),
+              t("origins.series_token", token=made.token, when=t("origins.changed")): made.after.tolist(),
+              t("origins.series_first", when=t("origins.intact")): made.first_before.tolist(),
+              t("origins.series_first", when=t("origins.changed")): made.first_after.tolist()}  # fmt: skip
+    fig = plot.fig_lines(layers, series, say(made.change.message), t("fig.layer"), "key_sink")
+    charts.show(fig, "or_elsewhere")
+    st.markdown(plain(say(made.said())))
+
+
+def show(request: session.Request, trace: Trace) -> None:
+    st.subheader(t("origins.where_heading"))
+    key_map(trace, "or_key_map")
+    secondary(trace)
+    first_token(request, trace)
+    why_this_head(request, trace)
+    sink_elsewhere(request, trace)
+
+
+def page() -> None:
+    """Lesson 4: where sinks are made."""
+    lessons.lesson(("origins.title", "origins.intro"), show)
