@@ -206,7 +206,7 @@ def test_break_page_drops_keys_replaces_the_first_token_and_measures_sensitivity
     assert "→" in published[0] and "→" in published[1] and published[2].endswith("x more change")
 
 
-@pytest.mark.parametrize("page", ["softmax", "reads-nothing", "massive", "diagonals", "break"])
+@pytest.mark.parametrize("page", ["softmax", "reads-nothing", "massive", "diagonals", "break", "origins"])
 def test_every_lesson_handles_a_one_token_text_without_a_traceback(page: str) -> None:
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
     at.query_params.update({"text": "Hello"})  # one token, and no BOS for SmolLM2

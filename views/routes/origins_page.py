@@ -17,6 +17,7 @@ from views.widgets import charts, head_picker, lessons
 from views.widgets.key_map import key_map
 
 TERMS = 8  # the QK terms drawn one by one; the rest are summed
+MODE_KEYS = {"state": "origins.mode_state", "massive": "origins.mode_massive", "scale": "origins.mode_scale"}
 
 
 def secondary(trace: Trace) -> None:
@@ -62,7 +63,7 @@ def removal(request: session.Request, trace: Trace, built: writes.FirstWrites) -
         st.markdown(t("origins.remove_heading"))
         cells = st.columns(2)
         block = cells[0].slider(t("fig.block"), 0, trace.shape[0] - 1, key="or_block")
-        part = cells[1].radio(t("origins.part"), PARTS, format_func=lambda p: t(f"fig.write_{p}"), key="or_part",
+        part = cells[1].radio(t("origins.part"), PARTS, format_func=lambda p: t(plot.WRITE_KEYS[p]), key="or_part",
                               horizontal=True)  # fmt: skip
         asked = st.form_submit_button(t("origins.remove"))
     if asked:
@@ -126,7 +127,7 @@ def sink_elsewhere(request: session.Request, trace: Trace) -> None:
         cells = st.columns(3)
         position = cells[0].slider(t("origins.position"), 1, trace.n_tokens - 1, key="or_position")
         layer = cells[1].slider(t("origins.at_state"), 0, trace.shape[0] - 1, key="or_at")
-        mode = cells[2].radio(t("origins.mode"), elsewhere.MODES, format_func=lambda m: t(f"origins.mode_{m}"),
+        mode = cells[2].radio(t("origins.mode"), elsewhere.MODES, format_func=lambda m: t(MODE_KEYS[m]),
                               key="or_mode")  # fmt: skip
         asked = st.form_submit_button(t("origins.make_sink"))
     if not asked:

@@ -20,7 +20,7 @@ from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel, ModelInfo
 from sinkscope.experiments.interventions import Intervention, _layers_within, intervene
 
-MODES = ("massive", "state", "scale")
+MODES = ("state", "massive", "scale")
 SCALE = 10.0  # the default factor of "scale": a state ten times its size
 
 
@@ -97,7 +97,7 @@ def first_massive_channels(trace: Trace) -> tuple[int, ...]:
 
 
 def make_sink(
-    loaded: LoadedModel, trace: Trace, position: int, layer: int, mode: str = "massive", factor: float = SCALE
+    loaded: LoadedModel, trace: Trace, position: int, layer: int, mode: str = "state", factor: float = SCALE
 ) -> SinkElsewhere:
     """Change token ``position``'s state at h^``layer`` of ``trace``'s text and measure key_sink again."""
     if mode not in MODES:

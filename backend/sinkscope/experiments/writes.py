@@ -20,6 +20,9 @@ from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.core.writes import PARTS, Writes
 from sinkscope.experiments.interventions import Intervention, Outcome, _layers_within, outcome
 
+REMOVE_KEYS = {"attention": "iv.remove_attention_write", "mlp": "iv.remove_mlp_write"}
+BUILT_KEYS = {"attention": "origins.built_by_attention", "mlp": "origins.built_by_mlp"}
+
 
 def check_writes(loaded: LoadedModel, layer: int) -> None:
     """An error that says why when the model's writes cannot be read (a slow or hybrid family) or ``layer`` is
@@ -45,7 +48,7 @@ class RemoveWrite(Intervention):
 
     @property
     def message(self) -> Message:
-        return Message.of(f"iv.remove_{self.part}_write", layer=self.block)
+        return Message.of(REMOVE_KEYS[self.part], layer=self.block)
 
     def edit_write(self, block: int, part: str, write: torch.Tensor) -> torch.Tensor:
         if (block, part) != (self.block, self.part):
@@ -73,7 +76,7 @@ class FirstWrites:
             return Message.of("origins.no_massive_first")
         part, block = self.builder
         value = float(self.in_channel[PARTS.index(part), block])
-        return Message.of(f"origins.built_by_{part}", block=block, channel=self.channel, value=round(value),
+        return Message.of(BUILT_KEYS[part], block=block, channel=self.channel, value=round(value),
                           peak=round(self.peak), layer=self.peak_layer)  # fmt: skip
 
 

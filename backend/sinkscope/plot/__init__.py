@@ -42,11 +42,18 @@ from sinkscope.plot.lesson_figures import (
     fig_smoothing_depth,
     fig_softmax_variants,
 )
-from sinkscope.plot.origins_figures import fig_channel_writes, fig_first_writes, fig_key_map, fig_qk_terms
+from sinkscope.plot.origins_figures import (
+    WRITE_KEYS,
+    fig_channel_writes,
+    fig_first_writes,
+    fig_key_map,
+    fig_qk_terms,
+)
 
 __all__ = [
     "FIGURES_CSS",
     "KIND_COLORS",
+    "WRITE_KEYS",
     "escape",
     "fig_attention",
     "fig_census_kinds",

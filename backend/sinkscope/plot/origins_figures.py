@@ -14,13 +14,16 @@ from sinkscope.core.writes import PARTS
 from sinkscope.plot.explore_figures import BELOW, LEGEND_BELOW, MARGIN, category_ticks, escape, heading
 
 PART_COLORS = {"attention": "#1f77b4", "mlp": "#ff7f0e", "embedding": "#2ca02c", "bias": "#7f7f7f"}
+WRITE_KEYS = {"attention": "fig.write_attention", "mlp": "fig.write_mlp"}  # a block's two writes, by part
+PART_KEYS = {"embedding": "qk.part_embedding", "attention": "qk.part_attention", "mlp": "qk.part_mlp",
+             "bias": "qk.part_bias"}  # fmt: skip
 TICKS = 40  # token labels on a key map's axis at most
 
 
 def part_name(part: tuple[str, int], tr: Text) -> str:
     """A residual component as the QK terms name it: "embedding", "MLP 11", "attention 3", "bias"."""
     kind, block = part
-    return tr(f"qk.part_{kind}", block=block) if block >= 0 else tr(f"qk.part_{kind}")
+    return tr(PART_KEYS[kind], block=block) if block >= 0 else tr(PART_KEYS[kind])
 
 
 def fig_key_map(key_sink: np.ndarray, tokens: list[str], lang: str = "en", skip_first: bool = False) -> go.Figure:
@@ -59,7 +62,7 @@ def fig_first_writes(attn_write: np.ndarray, mlp_write: np.ndarray, lang: str = 
     fig = go.Figure()
     blocks = np.arange(len(attn_write))
     for part, values in zip(PARTS, (attn_write, mlp_write), strict=True):
-        fig.add_scatter(x=blocks, y=values, name=tr(f"fig.write_{part}"), mode="lines+markers",
+        fig.add_scatter(x=blocks, y=values, name=tr(WRITE_KEYS[part]), mode="lines+markers",
                         line={"color": PART_COLORS[part]})  # fmt: skip
     fig.update_layout(
         title=heading(tr("fig.first_writes"), width=60),
@@ -77,7 +80,7 @@ def fig_channel_writes(in_channel: np.ndarray, channel: int, lang: str = "en") -
     tr = Text(lang)
     fig = go.Figure()
     for part, values in zip(PARTS, in_channel, strict=True):
-        fig.add_bar(x=np.arange(len(values)), y=values, name=tr(f"fig.write_{part}"),
+        fig.add_bar(x=np.arange(len(values)), y=values, name=tr(WRITE_KEYS[part]),
                     marker_color=PART_COLORS[part])  # fmt: skip
     fig.update_layout(
         title=heading(tr("fig.channel_writes", channel=channel), width=60),

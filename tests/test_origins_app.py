@@ -1,0 +1,54 @@
+"""The origins page and the explorer's key map on the bundled model: every number they state is the library's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sinkscope.core.capture import Trace
+from sinkscope.experiments import writes
+from sinkscope.findings import origins
+
+from tests.test_app import array, chart
+from tests.test_lessons_app import open_page, submit
+from tests.test_origins import english
+
+
+@pytest.fixture(scope="module")
+def trace(smollm2: object) -> Trace:
+    return english(smollm2)
+
+
+def test_the_explorer_draws_key_sink_under_the_head_map_and_names_the_keys_that_take_most(trace: Trace) -> None:
+    at = open_page("explorer")
+    np.testing.assert_allclose(array(chart(at, "key_map")["data"][0]["z"]), trace.key_sink, atol=1e-6)
+    said = " ".join(m.value for m in at.markdown)
+    best = origins.receivers(trace, 1)[0]
+    assert f"at position {best.position} takes {best.key_sink:.2f} of layer {best.layer}'s attention" in said
+    at.toggle(key="key_map_skip_first").set_value(True).run()
+    assert array(chart(at, "key_map")["data"][0]["z"]).shape == (trace.shape[0], trace.n_tokens - 1)
+
+
+def test_the_origins_page_finds_the_secondary_sinks_and_the_write_that_builds_the_sink(trace: Trace) -> None:
+    at = open_page("origins")
+    said = " ".join(m.value for m in at.markdown)
+    found = origins.secondary_sinks(trace)
+    assert f"{len(found.within)} secondary sinks on this text." in said
+    part, block = writes.first_writes(trace).builder
+    assert f"Block {block}'s {'MLP' if part == 'mlp' else 'attention'} builds the first token's massive" in said
+    submit(at, "Remove it")
+    rate = next(m for m in at.metric if m.label.startswith("Sink rate of layers"))
+    assert rate.label.startswith(f"Sink rate of layers {block + 1} and later")
+    intact = float(rate.delta.split(": ")[1].rstrip("%"))
+    assert float(rate.value.rstrip("%")) < intact / 2  # the sink falls without that write
+    bars = chart(at, "or_qk")["data"][0]
+    assert bars["y"][0] == ("MLP " if part == "mlp" else "attention ") + str(block)  # the largest QK term
+
+
+def test_a_sink_made_elsewhere_is_drawn_layer_by_layer(trace: Trace) -> None:
+    at = open_page("origins")
+    at.slider(key="or_position").set_value(30)
+    submit(at, "Make the sink")
+    lines = chart(at, "or_elsewhere")["data"]
+    assert len(lines) == 4
+    after = array(lines[1]["y"])
+    assert np.nanmean(after[12:]) > 5 * np.nanmean(trace.key_sink[12:, 30])
