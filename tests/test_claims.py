@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from sinkscope.core.capture import Trace
-from sinkscope.experiments import claims, cost
+from sinkscope.experiments import claims, cost, origin_claims
 from sinkscope.experiments.interventions import Outcome
 from sinkscope.experiments.nudges import Spread
+from sinkscope.findings import origins
 from sinkscope.lab.polarization import PolarizeRun
 from sinkscope.lab.toy import TrainingRun
 
@@ -17,7 +20,7 @@ def trace(sink: float, bos_cosine: list[float], massive_tokens: list[int], value
     heads = {name: np.full((4, 2), value) for name, value in
              (("sink", sink), ("value_norm_ratio", 0.2), ("value_sink", value_sink))}  # fmt: skip
     heads["kind"] = np.full((4, 2), "sink" if sink >= 0.5 else "mixed", dtype=object)
-    layers = {"bos_cosine": np.array(bos_cosine), "top1": np.full(5, 900.0)}
+    layers = {"bos_cosine": np.array(bos_cosine), "top1": np.full(5, 900.0), "first_norm_ratio": np.ones(5)}
     massive = tuple((2, token, 7, 900.0) for token in massive_tokens)
     return Trace(
         "m",
@@ -178,3 +181,67 @@ def test_the_cost_section_says_what_its_own_numbers_show() -> None:
     assert missing.startswith("No sink was found past T = 64 (none at T = 128")
     result["slopes"]["random/sink"] = 0.1  # the sentence follows the numbers, not a script
     assert "cheaper pattern" in cost.explanation(result)[1].text("en")
+
+
+def with_first_column(sinks: list[float]) -> Trace:
+    """A trace whose layers' mean sinks (key_sink[:, 0]) are ``sinks``."""
+    found = trace(0.5, [0.0] * (len(sinks) + 1), [])
+    key_sink = np.zeros((len(sinks), 3))
+    key_sink[:, 0] = sinks
+    return dataclasses.replace(found, key_sink=key_sink)
+
+
+@pytest.mark.parametrize(
+    ("sinks", "status"),
+    [([0.1, 0.2, 0.6, 0.7] + [0.8] * 12, "reproduces"),  # layer 2 reads what blocks 0 and 1 built
+     ([0.1] * 4 + [0.6] * 12, "partly"),  # layer 4 of 16: within the first quarter
+     ([0.1] * 8 + [0.6] * 8, "differs"),
+     ([0.1] * 16, "not_measured")],
+)  # fmt: skip
+def test_the_sink_is_built_early_when_the_first_layers_already_sink(sinks: list[float], status: str) -> None:
+    verdict = origin_claims.built_early(with_first_column(sinks))
+    assert verdict.status == status
+    if status in ("partly", "differs"):
+        assert f"The sink appears in layer {np.argmax(np.array(sinks) > 0.3)}" in verdict.why.text("en")
+
+
+def test_ranks_share_their_places_when_tied() -> None:
+    np.testing.assert_allclose(origin_claims.ranks(np.array([5.0, 1.0, 5.0, 3.0])), [3.5, 1, 3.5, 2])
+
+
+def runs(*pairs: tuple[float, int]) -> origins.Secondary:
+    """Sink-like runs with (MLP write norm, lifetime)."""
+    sinks = tuple(
+        origins.SecondarySink(j + 1, "x", 2, 1 + life, 0.2, norm, 0.9) for j, (norm, life) in enumerate(pairs)
+    )
+    return origins.Secondary(((1, 12),), (3.0, 18.0), sinks)
+
+
+@pytest.mark.parametrize(
+    ("found", "status"),
+    [(runs((10.0, 4), (20.0, 6), (30.0, 9)), "reproduces"),
+     (runs((10.0, 6), (20.0, 3), (30.0, 4), (40.0, 9), (50.0, 5)), "partly"),  # rank correlation 0.2
+     (runs((10.0, 9), (20.0, 6), (30.0, 4)), "differs"),
+     (runs((10.0, 9), (20.0, 6)), "not_measured")],
+)  # fmt: skip
+def test_the_mlp_write_sets_the_lifetime_when_their_ranks_agree(
+    found: origins.Secondary, status: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(origin_claims, "secondary_sinks", lambda _: found)
+    verdict = origin_claims.mlp_lifetime(trace(0.5, [0.0] * 5, []))
+    assert verdict.status == status
+    if status == "not_measured":
+        assert verdict.why.text("en").startswith("2 runs of sink-like states")
+
+
+def test_a_secondary_sink_reproduces_when_it_takes_more_than_the_typical_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    found = runs((10.0, 5))
+    monkeypatch.setattr(origin_claims, "secondary_sinks", lambda _: found)
+    key_sink = np.full((4, 3), 0.05)
+    key_sink[2:, 1] = 0.3  # token 1's column in the layers that read its run (h^2 ..)
+    taking = dataclasses.replace(trace(0.5, [0.0] * 5, []), key_sink=key_sink)
+    assert origin_claims.secondary_claim(taking).status == "reproduces"
+    ignored = dataclasses.replace(taking, key_sink=np.full((4, 3), 0.3))
+    assert origin_claims.secondary_claim(ignored).status == "partly"
+    monkeypatch.setattr(origin_claims, "secondary_sinks", lambda _: runs())
+    assert origin_claims.secondary_claim(taking).status == "differs"

@@ -27,6 +27,9 @@ SHOWN = {  # claim -> (catalogue key of the claim, of the published figure, the 
     "gated": ("claims.gated", "claims.gated.published", "lab"),
     "massive_first": ("claims.massive_first", "claims.massive_first.published", "massive"),
     "one_token": ("claims.one_token", "claims.one_token.published", "break"),
+    "secondary_sinks": ("claims.secondary_sinks", "claims.secondary_sinks.published", "origins"),
+    "sink_built_early": ("claims.sink_built_early", "claims.sink_built_early.published", "origins"),
+    "mlp_lifetime": ("claims.mlp_lifetime", "claims.mlp_lifetime.published", "origins"),
 }
 COLUMNS = {
     "claim": "claims.col_claim", "verdict": "claims.col_verdict", "yours": "claims.col_yours",

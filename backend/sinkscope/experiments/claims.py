@@ -20,7 +20,9 @@ from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.experiments import cost
 from sinkscope.experiments.interventions import DROP_FROM, Outcome
 from sinkscope.experiments.nudges import DIRECTIONS, QUARTERS, SPREAD, Spread
+from sinkscope.experiments.origin_claims import CORRELATES, FIRST_BLOCKS, from_origins
 from sinkscope.experiments.stream_plan import check_values
+from sinkscope.experiments.verdicts import STATUSES, Verdict, graded
 from sinkscope.findings import words
 from sinkscope.findings.heads import sink_reading
 from sinkscope.findings.words import EXPLODES, READS
@@ -30,26 +32,12 @@ from sinkscope.lab.toy import LEARNED, SILENT, SINK, Finding, TrainingRun, findi
 CLAIMS = (
     "softmax_sink", "value_little", "streaming", "plus_one", "half_space", "dense_smooths",
     "sink_cheaper", "polarizes", "sigmoid_flat", "toy_sink", "learned_sink", "gated", "massive_first", "one_token",
+    "secondary_sinks", "sink_built_early", "mlp_lifetime",
 )  # fmt: skip
-STATUSES = ("reproduces", "partly", "differs", "not_measured")
+__all__ = ["CLAIMS", "STATUSES", "Evidence", "Verdict", "how", "scoreboard"]
 RATE_HOLDS, RATE_PARTLY = 50.0, 25.0  # sink rate (%) above which the claim reproduces, or partly does
 STREAM_NEAR = 1.25  # sinks + window within 25% of dense perplexity keep streaming "near dense"
 SIGMOID_SPREAD = 0.8  # a sigmoid run whose final entropy stays above 0.8 did not polarize
-
-
-@dataclass(frozen=True)
-class Verdict:
-    claim: str  # one of CLAIMS
-    status: str  # one of STATUSES
-    measured: Message | None  # what was measured here, ready to render in any language
-    evidence: Message | None = None  # what the verdict rests on, and how much of it there is
-    why: Message | None = None  # one sentence, when the verdict is partly or differs
-
-
-def graded(claim: str, parts_holding: int, parts: int, measured: Message, evidence: Message, why: Message) -> Verdict:
-    """All parts hold: reproduces; some: partly; none: differs (``why`` is kept only then)."""
-    status = "reproduces" if parts_holding == parts else "partly" if parts_holding else "differs"
-    return Verdict(claim, status, measured, evidence, None if status == "reproduces" else why)
 
 
 def _said(key: str, **values: object) -> Message:
@@ -254,13 +242,14 @@ def how() -> Message:
     return _said("claims.how", learned=LEARNED, holds=RATE_HOLDS, partly=RATE_PARTLY, eps=DEFAULT_EPS,
                  near=round(100 * (STREAM_NEAR - 1)), collapse=times(EXPLODES), sink=SINK, silent=SILENT,
                  spread=SIGMOID_SPREAD, above=100 - SPREAD[0], directions=DIRECTIONS, positions=len(QUARTERS),
-                 **check_values())  # fmt: skip
+                 blocks=FIRST_BLOCKS, correlates=CORRELATES, **check_values())  # fmt: skip
 
 
 def scoreboard(evidence: Evidence) -> list[Verdict]:
     """Every claim in the order of CLAIMS."""
     found = [*from_trace(evidence.trace, evidence.removed), *from_lab(evidence.backcopy),
              *from_polarize(evidence.polarize), from_cost(evidence.cost), from_sensitivity(evidence.sensitivity),
-             from_streaming(evidence.streaming), from_dense(*(evidence.dense or (None, None)))]  # fmt: skip
+             from_streaming(evidence.streaming), from_dense(*(evidence.dense or (None, None))),
+             *from_origins(evidence.trace)]  # fmt: skip
     by_claim = {verdict.claim: verdict for verdict in found}
     return [by_claim[claim] for claim in CLAIMS]
