@@ -47,9 +47,17 @@ def test_a_link_carries_the_step_and_the_answers_and_names_what_it_cannot_use() 
     assert parse_answers("first..smaller") == (answers, [])
     parsed, unknown = parse_answers("first.maybe..first")  # "maybe" is no choice of step 2, "first" is of step 4
     assert parsed[:4] == ("first", None, None, "first") and unknown == ["maybe"]
-    past_the_last = ".".join([""] * len(STEPS) + ["first", "", "x"])  # a part after the tenth is named, not dropped
+    past_the_last = ".".join([""] * len(STEPS) + ["first", "", "x"])  # a part after the last is named, not dropped
     assert parse_answers(past_the_last) == ((None,) * len(STEPS), ["first", "x"])
-    assert [step_index(v) for v in ("1", "10", "0", "11", "two", None)] == [0, 9, None, None, None, None]
+    last = str(len(STEPS))
+    assert [step_index(v) for v in ("1", last, "0", last + "1", "two", None)] == [
+        0,
+        len(STEPS) - 1,
+        None,
+        None,
+        None,
+        None,
+    ]
 
 
 def test_every_step_has_its_question_title_and_choices_in_every_language() -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from sinkscope.core.capture import Trace
+from sinkscope.course import reveals
 from sinkscope.experiments import writes
 from sinkscope.findings import origins
 
 from tests.test_app import array, chart
 from tests.test_lessons_app import open_page, submit
-from tests.test_origins import english
+from tests.test_origins import english, synthetic
+from tests.test_surfaces_app import course_step
 
 
 @pytest.fixture(scope="module")
@@ -52,3 +54,16 @@ def test_a_sink_made_elsewhere_is_drawn_layer_by_layer(trace: Trace) -> None:
     assert len(lines) == 4
     after = array(lines[1]["y"])
     assert np.nanmean(after[12:]) > 5 * np.nanmean(trace.key_sink[12:, 30])
+
+
+def test_the_course_step_reveals_the_write_that_builds_the_sink_and_what_removing_it_does(trace: Trace) -> None:
+    said = course_step("origins", "en", "english")
+    part, block = writes.first_writes(trace).builder
+    assert part == "mlp" and f"Block {block}'s MLP builds the first token's massive activation" in said
+    assert f"the sink rate of layers {block + 1} and later falls from" in said
+
+
+def test_the_course_step_says_so_where_a_model_shows_no_writes() -> None:
+    hand_built = synthetic(np.ones((3, 4, 2), dtype=np.float32), np.zeros((2, 4)))
+    found = reveals.of_origins(hand_built, None)
+    assert found.truth == "none" and found.said[0].key == "course.origins.no_writes"

@@ -1,4 +1,4 @@
-"""The course in a real browser: ten steps in French, a shared step link, the presenter view, figures for slides."""
+"""The course in a real browser: every step in French, a shared step link, the presenter view, figures for slides."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from sinkscope.core.i18n import Text
 from sinkscope.course import STEPS, reveals
+from sinkscope.experiments.claims import CLAIMS
 from sinkscope.plot.handout import PRINTED_PAGES
 
 from tests.browser.conftest import ARTIFACTS
@@ -20,20 +21,21 @@ SAID = {  # a sentence each step computes from the French example (the default i
     "budget": "donne en moyenne",
     "reads": "Sur les 183 têtes puits",
     "massive": "du jeton 0",
+    "origins": "construit l'activation massive du premier jeton",
     "break": "Perplexité",
     "streaming": "Sur 512 jetons de l'aide de Python",
     "kinds": "183 têtes puits",
     "cost": "alignés : la norme du puits",
     "lab": "sur BOS aux requêtes dormantes",
-    "claims": "Sur 14 affirmations",
+    "claims": f"Sur {len(CLAIMS)} affirmations",
 }
 
 
 def step_heading(number: int) -> re.Pattern:
-    return re.compile(rf"^Étape {number} sur 10 : ")
+    return re.compile(rf"^Étape {number} sur {len(STEPS)} : ")
 
 
-def test_the_course_walks_its_ten_steps_in_french_and_a_shared_step_reopens_as_left(page: Page, app_url: str) -> None:
+def test_the_course_walks_every_step_in_french_and_a_shared_step_reopens_as_left(page: Page, app_url: str) -> None:
     page.goto(f"{app_url}/course?lang=fr")
     for number, step in enumerate(STEPS, 1):
         expect(page.get_by_text(step_heading(number))).to_be_visible(timeout=LOAD)
@@ -50,13 +52,13 @@ def test_the_course_walks_its_ten_steps_in_french_and_a_shared_step_reopens_as_l
         if number < len(STEPS):
             page.get_by_role("button", name="Suivante →").click()
     everything = ".".join(step.choices[0] for step in STEPS)
-    expect(page).to_have_url(re.compile(rf"step=10&answers={re.escape(everything)}"), timeout=LOAD)
+    expect(page).to_have_url(re.compile(rf"step={len(STEPS)}&answers={re.escape(everything)}"), timeout=LOAD)
     page.goto(page.url)  # a reload, or a student opening the shared link
-    expect(page.get_by_text(step_heading(10))).to_be_visible(timeout=LOAD)
+    expect(page.get_by_text(step_heading(len(STEPS)))).to_be_visible(timeout=LOAD)
     expect(page.get_by_role("button", name="Révéler")).to_have_count(0)  # answered: the result shows again
     expect(page.get_by_text(SAID["claims"]).first).to_be_visible(timeout=LOAD)
     page.get_by_role("button", name="← Précédente").click()
-    expect(page.get_by_text(step_heading(9))).to_be_visible(timeout=LOAD)
+    expect(page.get_by_text(step_heading(len(STEPS) - 1))).to_be_visible(timeout=LOAD)
     expect(page.get_by_text(re.compile(r"^Exact : Oui\.$"))).to_be_visible(timeout=LOAD)
 
 
@@ -65,7 +67,7 @@ def test_a_teacher_shares_a_step_unanswered_and_a_bad_step_is_named(page: Page, 
     expect(page.get_by_text(step_heading(7))).to_be_visible(timeout=LOAD)
     expect(page.get_by_role("button", name="Révéler")).to_be_disabled()
     page.goto(f"{app_url}/course?lang=en&step=42&answers=first.maybe")
-    expect(page.get_by_text(re.compile(r"^Step 1 of 10: "))).to_be_visible(timeout=LOAD)
+    expect(page.get_by_text(re.compile(rf"^Step 1 of {len(STEPS)}: "))).to_be_visible(timeout=LOAD)
     expect(page.get_by_text(re.compile(r"step=42, answers=maybe"))).to_be_visible(timeout=LOAD)
     expect(page.get_by_test_id("stException")).to_have_count(0)
 

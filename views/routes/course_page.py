@@ -13,9 +13,10 @@ import plotly.graph_objects as go
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capture import Trace
+from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.core.tokens import token_labels
 from sinkscope.course import STEPS, Reveal, Step, answers_param, parse_answers, reveals, step_index
-from sinkscope.experiments import claims, interventions, stream_plan
+from sinkscope.experiments import claims, interventions, stream_plan, writes
 from sinkscope.findings.heads import strongest
 
 from views.state import cache, navigation, session, url_state
@@ -74,6 +75,17 @@ def massive(request: session.Request, trace: Trace) -> Shown:
     return reveals.of_massive(trace), plot.fig_magnitudes(trace.layers, lang=language())
 
 
+def origins(request: session.Request, trace: Trace) -> Shown:
+    """The write that builds the first token's sink, removed at the first token as the origins page does."""
+    built = writes.first_writes(trace) if trace.writes is not None else None
+    if built is None or built.builder is None:
+        return reveals.of_origins(trace, None), None
+    change = writes.RemoveWrite(built.builder[1], built.builder[0])
+    runs = [lessons.outcome(request, trace.token_ids, c) for c in (None, change)]
+    fig = plot.fig_channel_writes(built.in_channel, built.channel, lang=language())
+    return reveals.of_origins(trace, writes.WriteRemoved(change, *runs, DEFAULT_EPS)), fig
+
+
 def break_sink(request: session.Request, trace: Trace) -> Shown:
     change = interventions.default_drop(trace.shape[0])  # the break page's default, so both show one number
     intact, removed = (lessons.outcome(request, trace.token_ids, c) for c in (None, change))
@@ -113,7 +125,7 @@ def scoreboard_step(request: session.Request, trace: Trace) -> Shown:
 
 
 SHOWN: dict[str, Callable[[session.Request, Trace], Shown]] = {
-    "map": head_map, "budget": budget, "reads": reads, "massive": massive, "break": break_sink,
+    "map": head_map, "budget": budget, "reads": reads, "massive": massive, "origins": origins, "break": break_sink,
     "streaming": streaming, "kinds": kinds, "cost": cost, "lab": lab, "claims": scoreboard_step,
 }  # fmt: skip
 

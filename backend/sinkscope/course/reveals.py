@@ -17,6 +17,7 @@ from sinkscope.course.steps import Reveal, Step
 from sinkscope.experiments import cost, stream_plan
 from sinkscope.experiments.claims import CLAIMS, STATUSES, Verdict
 from sinkscope.experiments.interventions import DROP_FROM, Outcome
+from sinkscope.experiments.writes import WriteRemoved, first_writes
 from sinkscope.findings import heads as head_findings
 from sinkscope.findings import residual, words
 
@@ -80,6 +81,19 @@ def of_massive(trace: Trace) -> Reveal:
     said = Message.of("course.massive.said", layer=layer, token=token, text=trace.tokens[token], channel=channel,
                       value=round(value, 1), ratio=round(found.ratio))  # fmt: skip
     return Reveal(truth, (said, residual.counted(found)))
+
+
+def of_origins(trace: Trace, removed: WriteRemoved | None) -> Reveal:
+    """Which write builds the first token's largest massive activation, and what the sink does without it."""
+    built = first_writes(trace) if trace.writes is not None else None
+    if built is None or built.builder is None:
+        return Reveal("none", (built.said() if built is not None else Message.of("course.origins.no_writes"),))
+    if removed is None:
+        return Reveal(built.builder[0], (built.said(),))
+    without = Message.of("course.origins.said", before=round(removed.sink_after(removed.intact), 1),
+                         after=round(removed.sink_after(removed.changed), 1), layer=removed.removed.block + 1,
+                         eps=removed.eps, change=round(removed.loss_change, 2))  # fmt: skip
+    return Reveal(built.builder[0], (built.said(), without))
 
 
 def of_break(intact: Outcome, removed: Outcome) -> Reveal:
