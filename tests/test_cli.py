@@ -224,12 +224,16 @@ def test_figure_writes_a_texts_slides_with_their_captions_in_the_language_asked(
     )
     assert done.returncode == 0, done.stderr
     assert [line for line in done.stderr.splitlines() if not line.startswith("Loading ")] == []  # no Kaleido chatter
-    names = ["head_map", "kind_counts", "depth_profile", "sink_head", "diagonal_head"]
+    names = ["head_map", "kind_counts", "depth_profile", "sink_head", "diagonal_head", "key_map", "first_writes",
+             "qk_terms"]  # fmt: skip
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}.{f}" for n in names for f in ("png", "svg"))
     assert all((tmp_path / f"{n}.png").read_bytes().startswith(b"\x89PNG") for n in names)
     sink = (tmp_path / "sink_head.svg").read_text(encoding="utf-8")
     assert "SmolLM2-135M-Instruct" in sink and "“Le gardien du phare montait l&#x27;escalier.”" in sink
     assert "Couche 18, tête 8 : le puits le plus fort" in sink  # the example head, titled in French
+    assert "la tête 8 de la couche 18 regarde le premier jeton" in (tmp_path / "qk_terms.svg").read_text(
+        encoding="utf-8"
+    )
     asked = {flags: figure_command.formats(parser().parse_args(["figure", "--text", "x", "--out", "o", *flags]))
              for flags in ((), ("--png",), ("--svg",), ("--png", "--svg"))}  # fmt: skip
     assert list(asked.values()) == [("png", "svg"), ("png",), ("svg",), ("png", "svg")]

@@ -1,5 +1,6 @@
-"""``sinkscope figure``: a text's figures for slides (head map, kinds, depth, a sink head, a diagonal head), as
-PNG and SVG with a caption line, in the language asked."""
+"""``sinkscope figure``: a text's figures for slides (head map, kinds, depth, a sink head, a diagonal head, the key
+map, the first token's writes, the strongest sink head's QK terms), as PNG and SVG with a caption line, in the
+language asked."""
 
 from __future__ import annotations
 
@@ -32,6 +33,20 @@ def out_folder(value: str) -> Path:
     return folder
 
 
+def strongest_terms(loaded: object, trace: object) -> object | None:
+    """The strongest sink head's QK attribution, or None where the model's family has none (a post-norm block, fused
+    keys, the slow path, a hybrid)."""
+    from sinkscope.core.errors import SinkscopeError
+    from sinkscope.experiments.qk import qk_attribution
+    from sinkscope.findings.heads import strongest
+
+    layer, head = strongest(trace.heads, "sink")
+    try:
+        return qk_attribution(loaded, trace.token_ids, layer, head)
+    except SinkscopeError:
+        return None
+
+
 def run(args: argparse.Namespace) -> None:
     from sinkscope.core.capture import analyze_ids, attention_maps
     from sinkscope.plot import export, slides
@@ -44,7 +59,7 @@ def run(args: argparse.Namespace) -> None:
     trace = analyze_ids(loaded, ids)
     maps = {kind: attention_maps(loaded, ids, layer).weights[head]
             for kind, (layer, head) in slides.example_heads(trace.heads).items()}  # fmt: skip
-    shown = slides.figures(trace, maps, lang=args.lang)
+    shown = slides.figures(trace, maps, lang=args.lang, terms=strongest_terms(loaded, trace))
     captions = export.captions(shown, shown_label(loaded.info.label, args.lang), the_text(args))
     for path in export.write_all(shown, captions, folder, formats(args)):
         print(path)
