@@ -80,6 +80,7 @@ def test_census_numbers_equal_a_direct_analysis_of_each_window_even_when_a_worke
     heads = heads_of(tmp_path / "out")
     assert not heads.duplicated(["length", "doc_id", "start", "layer", "head"]).any()
     loaded = load_model(tiny_dir)
+    layers = pd.read_parquet(tmp_path / "out" / "layers")
     expected_windows = 0
     for path in sorted(folder.rglob("*.txt")):
         doc_id = str(path.relative_to(folder))
@@ -92,9 +93,12 @@ def test_census_numbers_equal_a_direct_analysis_of_each_window_even_when_a_worke
                 for metric in HEAD_METRICS:
                     np.testing.assert_allclose(rows[metric], trace.heads[metric].ravel(), atol=1e-5, err_msg=metric)
                 assert rows["kind"].tolist() == trace.heads["kind"].ravel().tolist()
+                window = layers[(layers.doc_id == doc_id) & (layers.length == length) & (layers.start == start)]
+                keys = window.sort_values("layer")[list(census_files.KEY_SINK_COLUMNS)].to_numpy()  # (layer + 1, key)
+                np.testing.assert_allclose(keys[:-1], trace.key_sink[:, : census_files.KEY_POSITIONS], atol=1e-5)
+                assert np.isnan(keys[-1]).all()  # h^L: no attention reads it
     assert summary.windows == expected_windows == len(windows_of(heads)) == 4 * 2 * 2
     assert summary.docs == 4 and summary.skipped == {}
-    layers = pd.read_parquet(tmp_path / "out" / "layers")
     assert len(layers) == expected_windows * (loaded.info.n_layers + 1)
     manifest = census_files.read_manifest(tmp_path / "out")
     assert manifest["complete"] and manifest["request"]["lengths"] == LENGTHS

@@ -4,7 +4,8 @@
 
     out/census.json                                         arguments, summary, "complete"
     out/heads/model=smollm2-135m/length=512/part-<id>.parquet   doc_id, start, layer, head, sink, ..., kind
-    out/layers/model=smollm2-135m/length=512/part-<id>.parquet  doc_id, start, layer, top1, ..., bos_cosine_raw
+    out/layers/model=smollm2-135m/length=512/part-<id>.parquet  doc_id, start, layer, top1, ..., bos_cosine_raw,
+                                                              key_sink_0 .. key_sink_15
 
 A part is written under a hidden temporary name and renamed when whole, heads before layers: a window is
 written when its layers part exists, and a heads part without its layers twin (a crash between the two
@@ -34,6 +35,8 @@ from sinkscope.core.names import HEAD_METRICS, LAYER_METRICS, NO_ATTENTION
 MANIFEST = "census.json"
 TABLES = ("heads", "layers")
 WINDOW = ("doc_id", "start")  # with the partitions model and length: one window
+KEY_POSITIONS = 16  # the layers table keeps key_sink of the first 16 keys: where the first token's sink, or another, is
+KEY_SINK_COLUMNS = tuple(f"key_sink_{j}" for j in range(KEY_POSITIONS))
 LOCAL_LIMITS = Limits(rows=20_000_000, decoded_bytes=4 << 30)  # a census of about 70,000 windows of SmolLM2
 
 
@@ -49,6 +52,10 @@ def window_rows(row: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
     heads = pd.DataFrame({"layer": layer, "head": head, **{m: row[m] for m in HEAD_METRICS}, "kind": row["kind"]})
     heads = heads[heads["kind"] != NO_ATTENTION]  # a hybrid's layers without attention have no heads to count
     layers = pd.DataFrame({name: row["layer_" + name] for name in LAYER_METRICS})
+    keys = np.full((len(layers), KEY_POSITIONS), np.nan)  # row l: what block l (reading h^l) gives each key; h^L: none
+    found = np.asarray(row["key_sink"], dtype=float).reshape(-1, KEY_POSITIONS)  # (layer, key)
+    keys[: len(found)] = found
+    layers[list(KEY_SINK_COLUMNS)] = keys
     layers.insert(0, "layer", np.arange(len(layers)))
     for table in (heads, layers):
         table.insert(0, "start", int(row["start"]))

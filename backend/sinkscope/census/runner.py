@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from sinkscope.census.corpus import MAX_DOC_BYTES, WINDOW_COLUMNS, Windower, documents, open_corpus
-from sinkscope.census.files import Writer
+from sinkscope.census.files import KEY_POSITIONS, Writer
 from sinkscope.census.reaper import start as start_reaper
 from sinkscope.core import ranges
 from sinkscope.core.errors import InputError
@@ -105,11 +105,20 @@ class CensusWorker:
             out["kind"].append(trace.heads["kind"].ravel().tolist() if trace else [])
             for name in LAYER_METRICS:
                 out["layer_" + name].append(trace.layers[name].tolist() if trace else [])  # (layer + 1,)
+            out["key_sink"].append(first_keys(trace.key_sink).ravel().tolist() if trace else [])  # (layer * key,)
         return out
 
 
+def first_keys(key_sink: np.ndarray) -> np.ndarray:
+    """key_sink of the first KEY_POSITIONS keys (layer, key); NaN past a window's last key."""
+    kept = np.full((key_sink.shape[0], KEY_POSITIONS), np.nan)
+    shown = min(KEY_POSITIONS, key_sink.shape[1])
+    kept[:, :shown] = key_sink[:, :shown]
+    return kept
+
+
 PASSED = tuple(name for name in WINDOW_COLUMNS if name != "ids")  # a window's identity, as the windower gave it
-RESULT_COLUMNS = (*PASSED, "n_heads", *HEAD_METRICS, "kind", *("layer_" + name for name in LAYER_METRICS))
+RESULT_COLUMNS = (*PASSED, "n_heads", *HEAD_METRICS, "kind", *("layer_" + name for name in LAYER_METRICS), "key_sink")
 
 
 def start_ray(cluster: Cluster) -> None:
