@@ -22,6 +22,10 @@ Interventions apply to every forward pass inside a ``with`` block, in this threa
     >>> float(dropped.heads["sink"][2:].max())         # no head in layers 2-29 can read token 0 any more
     0.0
 
+Where a sink is made: ``trace.key_sink`` (layer, key) is the attention each key receives; ``secondary_sinks(trace)``,
+``first_writes(trace)`` (which block builds the first token's massive activation), ``remove_write`` and
+``qk_attribution(model, trace.token_ids, layer, head)`` (a head's score on key 0, one term per residual component).
+
 A census of a whole corpus runs on Ray (``sinkscope.run_census``; ``sinkscope census`` on the command line).
 
 Figures (``sinkscope.plot``) take these arrays and return Plotly figures; importing them, the
@@ -57,6 +61,13 @@ _EXPORTS = {
     "SetActivations": "sinkscope.experiments.interventions",
     "Perturb": "sinkscope.experiments.interventions",
     "key_geometry": "sinkscope.experiments.geometry",
+    "qk_attribution": "sinkscope.experiments.qk",
+    "remove_write": "sinkscope.experiments.writes",
+    "first_writes": "sinkscope.experiments.writes",
+    "RemoveWrite": "sinkscope.experiments.writes",
+    "make_sink": "sinkscope.experiments.elsewhere",
+    "MakeSink": "sinkscope.experiments.elsewhere",
+    "secondary_sinks": "sinkscope.findings.origins",
     "streaming_nll": "sinkscope.experiments.streaming",
     "perplexity": "sinkscope.experiments.streaming",
     "polarize": "sinkscope.lab.polarization",
