@@ -87,7 +87,8 @@ def test_the_presenter_view_hides_the_controls_and_cuts_nothing(browser: Browser
     try:
         page = context.new_page()
         found = {}
-        for step, answers in ((1, "first"), (7, "......sink")):
+        kinds = next(i for i, step in enumerate(STEPS) if step.id == "kinds")  # a step with a figure, answered
+        for step, answers in ((1, "first"), (kinds + 1, "." * kinds + "sink")):
             page.goto(f"{app_url}/course?lang=fr&step={step}&answers={answers}&present=1")
             settled(page, sidebar=False)
             expect(page.get_by_test_id("stSidebar")).to_be_hidden()
@@ -128,7 +129,7 @@ def test_the_handout_downloads_in_the_viewers_language_with_its_parts(page: Page
         button.click()
     handout = Path(download.value.path()).read_text(encoding="utf-8")
     assert '<html lang="fr">' in handout and "Le gardien du phare" in handout  # the French prose, by default
-    assert "Sur 14 affirmations" in handout and handout.count("data:image/png;base64,") == 2
+    assert f"Sur {len(CLAIMS)} affirmations" in handout and handout.count("data:image/png;base64,") == 2
     assert "Couche 18, tête 8 : le puits le plus fort" in handout
     expect(page.frame_locator("iframe").first.get_by_text("Taux de puits", exact=True)).to_be_visible()
     printed = page.context.new_page()  # T14: "one page to print" printed to 8 A4 pages; it promises two now

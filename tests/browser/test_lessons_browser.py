@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from playwright.sync_api import Page, expect
+from sinkscope.experiments.claims import CLAIMS
 
 from tests.browser.test_app_browser import LOAD, wait_for_analysis
 
@@ -42,7 +43,7 @@ def test_the_chosen_text_follows_the_user_to_a_lesson_and_an_intervention_runs(p
 
 def test_the_claims_scoreboard_and_the_lab_open_from_direct_links(page: Page, app_url: str) -> None:
     page.goto(f"{app_url}/claims?example=english")
-    expect(page.get_by_text(re.compile(r"^Of 14 claims: \d+ reproduce here"))).to_be_visible(timeout=LOAD)
+    expect(page.get_by_text(re.compile(rf"^Of {len(CLAIMS)} claims: \d+ reproduce here"))).to_be_visible(timeout=LOAD)
     expect(page.get_by_text("Traceback")).to_have_count(0)
     page.goto(f"{app_url}/lab")
     expect(page.get_by_text("Softmax forms a sink").first).to_be_visible(timeout=LOAD)
