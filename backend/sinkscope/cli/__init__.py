@@ -1,4 +1,4 @@
-"""The command line: ``sinkscope analyze|stream|intervene|lab|cost|census|figure ...`` (or ``python -m sinkscope``).
+"""The command line: ``sinkscope analyze|stream|intervene|lab|cost|census|figure|kv ...`` (or ``python -m sinkscope``).
 
 Errors a user can fix print one ``error:`` line and exit 2; nothing prints a traceback unless --debug.
 Building the parser imports no torch, so ``sinkscope --help`` answers at once.
@@ -17,6 +17,7 @@ from sinkscope.cli import (
     cost_command,
     figure_command,
     intervene_command,
+    kv_command,
     lab_command,
     stream_command,
 )
@@ -29,7 +30,7 @@ def parser() -> argparse.ArgumentParser:
     root.add_argument("--debug", action="store_true", help="show full tracebacks")
     commands = root.add_subparsers(dest="command", required=True)
     for command in (analyze_command, stream_command, lab_command, intervene_command, cost_command, census_command,
-                    figure_command):  # fmt: skip
+                    figure_command, kv_command):  # fmt: skip
         command.add(commands)
     return root
 

@@ -55,6 +55,30 @@ def _take_output(index: int, _module: Any, _args: tuple, output: Any) -> Any:
     return (hidden, *output[1:]) if isinstance(output, tuple) else hidden
 
 
+def _take_write(block: int, part: str, _module: Any, _args: tuple, output: Any) -> Any:
+    made = output[0] if isinstance(output, tuple) else output
+    write = made if made.dim() == 3 else made.view(1, -1, made.shape[-1])  # (row, token, d_model); OPT's MLP: one row
+    change, recorder = attention.current_change(), attention.current_recorder()
+    edit = getattr(change, "edit_write", None) if change is not None else None
+    if edit is not None:
+        write = edit(block, part, write)
+    if recorder is not None and recorder.writes is not None:
+        recorder.writes.keep(block, part, write)
+    write = write.view(made.shape)
+    return (write, *output[1:]) if isinstance(output, tuple) else write
+
+
+def install_write_hooks(blocks: torch.nn.ModuleList, family: Family) -> bool:
+    """Hooks on every block's two writes; False (and none installed) when some block lacks them."""
+    found = [writes.write_modules(block, family) for block in blocks]
+    if any(modules is None for modules in found):
+        return False
+    for index, modules in enumerate(found):
+        for part, module in modules.items():
+            module.register_forward_hook(partial(_take_write, index, part))
+    return True
+
+
 _install_lock = threading.Lock()
 
 
@@ -68,5 +92,5 @@ def install_residual_hooks(model: Any, family: Family) -> None:
         layers[0].register_forward_pre_hook(_take_input, with_kwargs=True)
         for index, layer in enumerate(layers, start=1):
             layer.register_forward_hook(partial(_take_output, index))
-        model._sinkscope_writes = writes.install(layers, family)
+        model._sinkscope_writes = install_write_hooks(layers, family)
         model._sinkscope_residual_hooks = True

@@ -64,6 +64,7 @@ LAYER_METRICS: tuple[str, ...] = tuple(m.name for m in LAYER)
 HEAD_COLUMNS: tuple[str, ...] = ("layer", "head", *HEAD_METRICS, "kind")
 LAYER_COLUMNS: tuple[str, ...] = ("layer", *LAYER_METRICS)
 KEY_COLUMNS: tuple[str, ...] = ("layer", "position", "token", "key_sink")
+WRITE_PARTS = ("attention", "mlp")  # what a block adds to the residual stream (core.writes)
 TITLES: dict[str, str] = {m.name: m.title for m in HEAD if m.title}
 STREAM_METHODS: tuple[str, ...] = ("dense", "window", "sinks", "recompute", "mask-window", "mask-sinks")
 POLARIZE_VARIANTS: tuple[str, ...] = ("softmax", "softmax+1", "sigmoid", "relu", "linear")  # lab polarize

@@ -2,25 +2,24 @@
 attention goes, and where a sink is made").
 
 Block ``b`` (the head map's layer b) reads h^b and writes h^(b+1) = h^b + a + m (a parallel-residual block reads h^b
-for both). Hooks on each block's two writes, installed once per model with the residual hooks, let the calling
-thread's intervention replace a write (``edit_write``) and copy into its recorder's ``Writes``: both writes at
-position 0, and per token the MLP write's norm and its cosine with the first token's new state h^(b+1)[0].
+for both). Hooks on each block's two writes (``core.hooks``, installed once per model with the residual hooks) let
+the calling thread's intervention replace a write (``edit_write``) and copy into its recorder's ``Writes``: both
+writes at position 0, and per token the MLP write's norm and its cosine with the first token's new state
+h^(b+1)[0].
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any
 
 import numpy as np
 import torch
 
-from sinkscope.core import attention
 from sinkscope.core.families import Family
+from sinkscope.core.names import WRITE_PARTS
 
-PARTS = ("attention", "mlp")
+PARTS = WRITE_PARTS
 ADDS_UP = 1e-2  # relative: rounding (bfloat16 included) stays far under it; a block that rescales the stream does not
 WriteEdit = Callable[[int, str, torch.Tensor], torch.Tensor]  # (block, part, write (row, token, d_model)) -> instead
 
@@ -92,27 +91,3 @@ def write_modules(block: torch.nn.Module, family: Family) -> dict[str, torch.nn.
         return {part: block.get_submodule(path) for part, path in paths.items()}
     except AttributeError:
         return None
-
-
-def _take_write(block: int, part: str, _module: Any, _args: tuple, output: Any) -> Any:
-    made = output[0] if isinstance(output, tuple) else output
-    write = made if made.dim() == 3 else made.view(1, -1, made.shape[-1])  # (row, token, d_model); OPT's MLP: one row
-    change, recorder = attention.current_change(), attention.current_recorder()
-    edit = getattr(change, "edit_write", None) if change is not None else None
-    if edit is not None:
-        write = edit(block, part, write)
-    if recorder is not None and recorder.writes is not None:
-        recorder.writes.keep(block, part, write)
-    write = write.view(made.shape)
-    return (write, *output[1:]) if isinstance(output, tuple) else write
-
-
-def install(blocks: torch.nn.ModuleList, family: Family) -> bool:
-    """Hooks on every block's two writes; False (and none installed) when some block lacks them."""
-    found = [write_modules(block, family) for block in blocks]
-    if any(modules is None for modules in found):
-        return False
-    for index, modules in enumerate(found):
-        for part, module in modules.items():
-            module.register_forward_hook(partial(_take_write, index, part))
-    return True

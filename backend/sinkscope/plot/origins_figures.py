@@ -10,7 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from sinkscope.core.i18n import Text
-from sinkscope.core.writes import PARTS
+from sinkscope.core.names import WRITE_PARTS as PARTS
 from sinkscope.plot.explore_figures import BELOW, LEGEND_BELOW, MARGIN, category_ticks, escape, heading
 
 PART_COLORS = {"attention": "#1f77b4", "mlp": "#ff7f0e", "embedding": "#2ca02c", "bias": "#7f7f7f"}

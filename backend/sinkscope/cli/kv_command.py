@@ -1,0 +1,57 @@
+"""``sinkscope kv``: a text's perplexity under a quantized KV cache, for each bits x protection, against the dense
+float cache."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from sinkscope.cli.arguments import UsageError, ids_of, load, model_options, text_options, write_csv
+
+COLUMNS = ("bits", "protect", "perplexity")
+
+
+def listed(value: str, allowed: tuple, kind: type, name: str) -> tuple:
+    """A comma list of ``allowed`` values, in the order given."""
+    try:
+        found = tuple(kind(part.strip()) for part in value.split(",") if part.strip())
+    except ValueError:
+        found = ()
+    wrong = [str(v) for v in found if v not in allowed]
+    if not found or wrong:
+        raise UsageError(f"--{name} {value}: choose from {', '.join(map(str, allowed))}.")
+    return found
+
+
+def run(args: argparse.Namespace) -> None:
+    from sinkscope.core.capture import analyze_ids
+    from sinkscope.experiments import kv_quant
+
+    bits = listed(args.bits, kv_quant.BITS, int, "bits")
+    protections = listed(args.protect, kv_quant.PROTECTIONS, str, "protect")
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {args.out} is a file, not a folder.")
+    loaded = load(args)
+    trace = analyze_ids(loaded, ids_of(args, loaded))
+    print(f"model: {loaded.info.badge()}\n{trace.n_tokens} tokens; sinks kept by 'sinks': "
+          f"{', '.join(map(str, kv_quant.detected_sinks(trace)))}")  # fmt: skip
+    rows = []
+    for row in kv_quant.quantized_table(loaded, trace, bits, protections):
+        shown = {"bits": row.bits or "dense", "protect": row.protect if row.bits else "-", "perplexity": row.perplexity}
+        rows.append(shown)
+        print(f"{shown['bits']!s:>6}  {shown['protect']:7s}  ppl {row.perplexity:10.3f}")
+    out.mkdir(parents=True, exist_ok=True)
+    write_csv(str(out / "kv.csv"), COLUMNS, rows)
+    print(out / "kv.csv")
+
+
+def add(commands: argparse._SubParsersAction) -> None:
+    command = commands.add_parser("kv", help="perplexity under a quantized KV cache, with and without its sinks")
+    model_options(command)
+    text_options(command)
+    command.add_argument("--bits", default="2,3,4,8", help="comma-separated: 2, 3, 4, 8")
+    command.add_argument("--protect", default="none,first4,sinks",
+                         help="tokens kept in full precision: none, first4, sinks (the detected sinks)")  # fmt: skip
+    command.add_argument("--out", required=True, help="the folder to write kv.csv in (made if missing)")
+    command.set_defaults(run=run)

@@ -1,0 +1,132 @@
+"""A quantized KV cache, with and without its sinks in full precision (KIVI, IntactKV, KVSink).
+
+Keys and values are fake-quantized as KIVI stores them: asymmetric uniform integers of ``bits`` bits, keys per
+channel over groups of GROUP consecutive tokens, values per token over groups of GROUP channels. A protected token
+keeps its key and value in full precision and is left out of its group's range (a sink's huge key would otherwise
+stretch the range of every token beside it). One teacher-forced pass scores every token against the quantized
+cache: a group's range is taken over its whole group, as KIVI does once a group is full.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from sinkscope.core import attention, chunked
+from sinkscope.core.capture import Trace
+from sinkscope.core.errors import InputError
+from sinkscope.core.models import LoadedModel, check_ids, require_loaded
+from sinkscope.core.names import DEFAULT_EPS
+from sinkscope.experiments.streaming import dense, perplexity
+from sinkscope.findings.origins import secondary_sinks
+
+GROUP = 32  # KIVI's group: 32 tokens per key channel range, 32 channels per value range
+BITS = (2, 3, 4, 8)
+PROTECTIONS = ("none", "first4", "sinks")
+FIRST_KEPT = 4  # "first4": StreamingLLM's four initial tokens
+
+
+def _ranges(x: torch.Tensor, keep: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(low, high) of ``x`` over ``dim``, leaving out the entries where ``keep`` (broadcast like x) is True."""
+    low = torch.where(keep, torch.inf, x).amin(dim, keepdim=True)
+    high = torch.where(keep, -torch.inf, x).amax(dim, keepdim=True)
+    empty = ~torch.isfinite(low)  # a group of protected entries only: nothing to quantize
+    return torch.where(empty, 0.0, low), torch.where(empty, 0.0, high)
+
+
+def _rounded(x: torch.Tensor, low: torch.Tensor, high: torch.Tensor, bits: int) -> torch.Tensor:
+    """x on the 2^bits levels from low to high (asymmetric uniform quantization, then back to floats)."""
+    step = (high - low) / (2**bits - 1)
+    safe = torch.where(step > 0, step, 1.0)
+    return torch.where(step > 0, torch.round((x - low) / safe) * safe + low, low)
+
+
+def quantize_keys(key: torch.Tensor, bits: int, kept: torch.Tensor, group: int = GROUP) -> torch.Tensor:
+    """Keys (..., token, head_dim), each channel quantized over groups of ``group`` tokens; ``kept`` (token,) bool
+    marks the tokens left in full precision."""
+    n_tokens = key.shape[-2]
+    pad = -n_tokens % group
+    x = torch.nn.functional.pad(key.float(), (0, 0, 0, pad))  # (..., token + pad, head_dim)
+    keep = torch.nn.functional.pad(kept, (0, pad), value=True)[:, None]  # (token + pad, 1): padding is no token
+    grouped = x.unflatten(-2, (-1, group))  # (..., n_groups, group, head_dim)
+    keep = keep.unflatten(0, (-1, group))  # (n_groups, group, 1)
+    low, high = _ranges(grouped, keep, dim=-2)
+    out = torch.where(keep, grouped, _rounded(grouped, low, high, bits)).flatten(-3, -2)[..., :n_tokens, :]
+    return out.to(key.dtype)
+
+
+def quantize_values(value: torch.Tensor, bits: int, kept: torch.Tensor, group: int = GROUP) -> torch.Tensor:
+    """Values (..., token, head_dim), each token quantized over groups of ``group`` channels; ``kept`` as above."""
+    head_dim = value.shape[-1]
+    pad = -head_dim % group
+    x = torch.nn.functional.pad(value.float(), (0, pad))  # (..., token, head_dim + pad)
+    grouped = x.unflatten(-1, (-1, group))  # (..., token, n_groups, group)
+    channel_pad = torch.arange(head_dim + pad, device=value.device).unflatten(0, (-1, group)) >= head_dim
+    low, high = _ranges(grouped, channel_pad, dim=-1)  # padding channels do not stretch a range
+    out = _rounded(grouped, low, high, bits).flatten(-2)[..., :head_dim]
+    return torch.where(kept[:, None], value.float(), out).to(value.dtype)
+
+
+def detected_sinks(trace: Trace) -> tuple[int, ...]:
+    """The tokens a "sinks" protection keeps: those carrying a massive activation, those some layer gives more than
+    eps of its attention (key_sink), and the secondary sinks."""
+    massive = {token for _, token, _, _ in trace.massive}
+    receiving = set(np.flatnonzero(np.nanmax(np.nan_to_num(trace.key_sink, nan=0.0), axis=0) > DEFAULT_EPS).tolist())
+    secondary = {sink.position for sink in secondary_sinks(trace).within}
+    return tuple(sorted(massive | receiving | secondary))
+
+
+def protected(protect: str, n_tokens: int, sinks: tuple[int, ...]) -> torch.Tensor:
+    """(token,) bool: the tokens ``protect`` keeps in full precision."""
+    if protect not in PROTECTIONS:
+        raise InputError("error.unknown_choice", name="protect", value=repr(protect), choices=", ".join(PROTECTIONS))
+    kept = torch.zeros(n_tokens, dtype=torch.bool)
+    if protect == "first4":
+        kept[:FIRST_KEPT] = True
+    elif protect == "sinks":
+        kept[[s for s in sinks if s < n_tokens]] = True
+    return kept
+
+
+def quantized_nll(loaded: LoadedModel, ids: list[int], bits: int, kept: torch.Tensor, group: int = GROUP) -> np.ndarray:
+    """NLL of ids[1:] when every layer's attention reads its keys and values from a ``bits``-bit cache."""
+    check_ids(require_loaded(loaded), ids)
+    if bits not in BITS:
+        raise InputError("error.unknown_choice", name="bits", value=repr(bits), choices=", ".join(map(str, BITS)))
+
+    def attend(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: object,
+               scaling: float | None = None, softcap: float | None = None,
+               s_aux: torch.Tensor | None = None) -> tuple[torch.Tensor, None]:  # fmt: skip
+        # key, value: (1, kv_head, token, head_dim)
+        key, value = quantize_keys(key, bits, kept, group), quantize_values(value, bits, kept, group)
+        return chunked.eager(query, key, value, mask, scaling, softcap, s_aux)
+
+    with attention.overriding(attend):
+        return dense(loaded, ids)
+
+
+@dataclass(frozen=True)
+class KVRow:
+    """One cache: its bits (0 for the dense float cache), its protection, and the NLL of every next token."""
+
+    bits: int
+    protect: str
+    nll: np.ndarray
+
+    @property
+    def perplexity(self) -> float:
+        return perplexity(self.nll)
+
+
+def quantized_table(
+    loaded: LoadedModel, trace: Trace, bits: tuple[int, ...] = BITS, protections: tuple[str, ...] = PROTECTIONS
+) -> list[KVRow]:
+    """The dense cache, then every bits x protection, on ``trace``'s text (its sinks detected from it)."""
+    ids, sinks = list(trace.token_ids), detected_sinks(trace)
+    rows = [KVRow(0, "none", dense(loaded, ids))]
+    for b in bits:
+        for protect in protections:
+            rows.append(KVRow(b, protect, quantized_nll(loaded, ids, b, protected(protect, len(ids), sinks))))
+    return rows

@@ -1,0 +1,108 @@
+"""The KV-cache lab (issue 41): a quantized cache against a hand-written KIVI quantizer run through transformers'
+own eager attention, protected tokens kept bit for bit, and the bundled model's cache needing its sinks."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+import torch
+from sinkscope.core.errors import InputError
+from sinkscope.experiments import kv_quant
+from sinkscope.experiments.streaming import perplexity
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.masking_utils import eager_mask
+
+from tests.test_families import N_TOKENS, build, loaded_tiny
+from tests.test_origins import english
+
+
+@pytest.fixture(scope="module")
+def ids() -> list[int]:
+    return np.random.default_rng(11).integers(3, 96, size=N_TOKENS).tolist()
+
+
+def by_hand(x: np.ndarray, bits: int, kept: np.ndarray, group: int, keys: bool) -> np.ndarray:
+    """KIVI's quantizer one group at a time: (kv_head, token, head_dim), keys per channel over token groups, values
+    per token over channel groups; a kept token is copied and left out of its group's range."""
+    out = x.copy()
+    levels = 2**bits - 1
+    n_kv, n_tokens, width = x.shape
+    for h in range(n_kv):
+        for first in range(0, n_tokens if keys else width, group):
+            if keys:  # one range per channel over a group of tokens
+                rows = [t for t in range(first, min(first + group, n_tokens)) if not kept[t]]
+                groups = [[(t, c) for t in rows] for c in range(width)]
+            else:  # one range per token over a group of channels
+                groups = [[(t, c) for c in range(first, min(first + group, width))] for t in range(n_tokens)
+                          if not kept[t]]  # fmt: skip
+            for cells in groups:
+                if not cells:
+                    continue
+                values = np.array([x[h, t, c] for t, c in cells])
+                low, high = values.min(), values.max()
+                step = (high - low) / levels
+                for (t, c), v in zip(cells, values, strict=True):
+                    out[h, t, c] = low if step == 0 else np.round((v - low) / step) * step + low
+    return out
+
+
+def eager_with(quantize: object) -> str:
+    """An attention function for transformers: the hand quantizer on K and V, then the family's own eager math."""
+
+    def attend(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, *args: object,
+               **kwargs: object) -> tuple:  # fmt: skip
+        key, value = (torch.from_numpy(quantize(x[0].double().numpy(), keys)).to(x.dtype)[None]
+                      for x, keys in ((key, True), (value, False)))  # fmt: skip
+        return sys.modules[type(module).__module__].eager_attention_forward(module, query, key, value, *args, **kwargs)
+
+    AttentionInterface.register("hand_kv", attend)
+    AttentionMaskInterface.register("hand_kv", eager_mask)  # eager's additive causal mask, as eager gets it
+    return "hand_kv"
+
+
+@pytest.mark.parametrize("bits", [2, 4])
+@pytest.mark.parametrize("name", ["llama", "qwen2", "gemma3"])
+def test_a_quantized_cache_equals_a_forward_with_a_hand_quantized_cache(name: str, bits: int, ids: list[int]) -> None:
+    kept = torch.zeros(len(ids), dtype=torch.bool)
+    kept[[0, 7]] = True
+    group = 8  # several groups over 40 tokens and 16-wide heads
+    nll = kv_quant.quantized_nll(loaded_tiny(name), ids, bits, kept, group)
+    model = build(name, "eager")
+    model.config._attn_implementation = eager_with(lambda x, keys: by_hand(x, bits, kept.numpy(), group, keys))
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, :-1]
+    expected = torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none").numpy()
+    np.testing.assert_allclose(nll, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_protected_token_keeps_its_key_and_value_bit_for_bit() -> None:
+    torch.manual_seed(0)
+    key, value = torch.randn(2, 3, 40, 16) * 5, torch.randn(2, 3, 40, 16)
+    key[..., 3, :] = 900.0  # a sink's huge key: kept out of its group's range
+    kept = torch.zeros(40, dtype=torch.bool)
+    kept[3] = True
+    keys, values = kv_quant.quantize_keys(key, 2, kept, 8), kv_quant.quantize_values(value, 2, kept, 8)
+    assert torch.equal(keys[..., 3, :], key[..., 3, :]) and torch.equal(values[..., 3, :], value[..., 3, :])
+    assert (keys[..., 2, :] - key[..., 2, :]).abs().max() < 5 * 5 / 3  # its neighbours' range ignores the 900s
+    assert not torch.equal(keys[..., 2, :], key[..., 2, :])  # ... and they are quantized
+
+
+def test_protections_name_their_tokens_and_refuse_others() -> None:
+    assert kv_quant.protected("first4", 10, (0, 6)).nonzero().ravel().tolist() == [0, 1, 2, 3]
+    assert kv_quant.protected("sinks", 10, (0, 6, 12)).nonzero().ravel().tolist() == [0, 6]
+    assert not kv_quant.protected("none", 10, (0,)).any()
+    with pytest.raises(InputError, match="protect"):
+        kv_quant.protected("all", 10, ())
+
+
+def test_on_smollm2_a_two_bit_cache_needs_its_sinks_in_full_precision(smollm2: object) -> None:
+    trace = english(smollm2)
+    ids = list(trace.token_ids)
+    sinks = kv_quant.detected_sinks(trace)
+    assert 0 in sinks
+    dense = perplexity(kv_quant.quantized_table(smollm2, trace, bits=(), protections=())[0].nll)
+    bare = perplexity(kv_quant.quantized_nll(smollm2, ids, 2, kv_quant.protected("none", len(ids), sinks)))
+    kept = perplexity(kv_quant.quantized_nll(smollm2, ids, 2, kv_quant.protected("sinks", len(ids), sinks)))
+    assert kept < bare and kept < 2 * dense
