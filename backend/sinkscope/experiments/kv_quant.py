@@ -26,6 +26,7 @@ GROUP = 32  # KIVI's group: 32 tokens per key channel range, 32 channels per val
 BITS = (2, 3, 4, 8)
 PROTECTIONS = ("none", "first4", "sinks")
 FIRST_KEPT = 4  # "first4": StreamingLLM's four initial tokens
+FEWEST_QUERIES = 8  # a key's key_sink says it is a sink only when at least this many queries come after it
 
 
 def _ranges(x: torch.Tensor, keep: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,9 +72,10 @@ def quantize_values(value: torch.Tensor, bits: int, kept: torch.Tensor, group: i
 
 def detected_sinks(trace: Trace) -> tuple[int, ...]:
     """The tokens a "sinks" protection keeps: those carrying a massive activation, those some layer gives more than
-    eps of its attention (key_sink), and the secondary sinks."""
+    eps of its attention (key_sink, over at least FEWEST_QUERIES later queries), and the secondary sinks."""
     massive = {token for _, token, _, _ in trace.massive}
-    receiving = set(np.flatnonzero(np.nanmax(np.nan_to_num(trace.key_sink, nan=0.0), axis=0) > DEFAULT_EPS).tolist())
+    counted = trace.key_sink[:, : max(trace.n_tokens - FEWEST_QUERIES, 0)]  # (layer, key): keys enough queries follow
+    receiving = set(np.flatnonzero(np.nanmax(np.nan_to_num(counted, nan=0.0), axis=0) > DEFAULT_EPS).tolist())
     secondary = {sink.position for sink in secondary_sinks(trace).within}
     return tuple(sorted(massive | receiving | secondary))
 
