@@ -14,7 +14,9 @@ from sinkscope.experiments.streaming import perplexity
 from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.masking_utils import eager_mask
 
+from tests.test_app import chart
 from tests.test_families import N_TOKENS, build, loaded_tiny
+from tests.test_lessons_app import open_page, submit
 from tests.test_origins import english
 
 
@@ -106,3 +108,18 @@ def test_on_smollm2_a_two_bit_cache_needs_its_sinks_in_full_precision(smollm2: o
     bare = perplexity(kv_quant.quantized_nll(smollm2, ids, 2, kv_quant.protected("none", len(ids), sinks)))
     kept = perplexity(kv_quant.quantized_nll(smollm2, ids, 2, kv_quant.protected("sinks", len(ids), sinks)))
     assert kept < bare and kept < 2 * dense
+
+
+def test_the_kv_page_quantizes_the_cache_and_says_what_the_sinks_buy(smollm2: object) -> None:
+    trace = english(smollm2)
+    at = open_page("kv")
+    kept = next(c.value for c in at.caption if c.value.startswith("The detected sinks on this text"))
+    assert all(f"{j}:" in kept for j in kv_quant.detected_sinks(trace))
+    at.multiselect(key="kv_bits").set_value([2])
+    submit(at, "Quantize the cache")
+    shown = next(d.value for d in at.dataframe if "perplexity" in d.value.columns)
+    assert len(shown) == 1 + len(kv_quant.PROTECTIONS)  # the dense cache, then each protection at 2 bits
+    rows = kv_quant.quantized_table(smollm2, trace, (2,))
+    np.testing.assert_allclose(shown["perplexity"].to_numpy(), [row.perplexity for row in rows], rtol=1e-4)
+    assert kv_quant.said(rows).text("en") in " ".join(m.value for m in at.markdown)
+    assert len(chart(at, "kv_curves")["data"]) == 1 + len(kv_quant.PROTECTIONS)

@@ -17,6 +17,7 @@ import torch
 from sinkscope.core import attention, chunked
 from sinkscope.core.capture import Trace
 from sinkscope.core.errors import InputError
+from sinkscope.core.i18n import Message, times
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.experiments.streaming import dense, perplexity
@@ -132,3 +133,19 @@ def quantized_table(
         for protect in protections:
             rows.append(KVRow(b, protect, quantized_nll(loaded, ids, b, protected(protect, len(ids), sinks))))
     return rows
+
+
+PROTECT_KEYS = {"none": "kv.protect_none", "first4": "kv.protect_first4", "sinks": "kv.protect_sinks"}
+
+
+def said(rows: list[KVRow]) -> Message | None:
+    """At the fewest bits measured: the cache without protection against dense, and the best protection's rescue."""
+    dense_ppl = next((row.perplexity for row in rows if row.bits == 0), None)
+    fewest = min((row.bits for row in rows if row.bits), default=None)
+    at = {row.protect: row.perplexity for row in rows if row.bits == fewest}
+    if dense_ppl is None or fewest is None or "none" not in at or len(at) < 2:
+        return None
+    best = min((protect for protect in at if protect != "none"), key=at.get)
+    return Message.of("kv.said", bits=fewest, none=round(at["none"], 1), dense=round(dense_ppl, 1),
+                      ratio=times(at["none"] / dense_ppl), best=Message.of(PROTECT_KEYS[best]),
+                      kept=round(at[best], 1))  # fmt: skip
