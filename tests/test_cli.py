@@ -256,3 +256,27 @@ def test_figure_checks_its_folder_before_the_model_loads(
     monkeypatch.chdir(tmp_path)
     done = cli("figure", "--text", "Hello.", "--out", out)
     assert done.returncode == 2 and done.stderr.startswith("error: --out") and len(done.stderr.splitlines()) == 1
+
+
+def test_kv_writes_a_row_per_bits_and_protection_beside_the_dense_cache(tmp_path: Path) -> None:
+    examples = json.loads((ROOT / "assets" / "examples.json").read_text(encoding="utf-8"))
+    text = tmp_path / "english.txt"  # long enough for a perplexity to mean something (18 tokens: 425 dense)
+    text.write_text(next(e["text"] for e in examples if e["id"] == "english"), encoding="utf-8")
+    done = cli("kv", "--text-file", str(text), "--bits", "2", "--protect", "none,sinks", "--out", str(tmp_path / "kv"))
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader((tmp_path / "kv" / "kv.csv").open(encoding="utf-8")))
+    assert list(rows[0]) == ["bits", "protect", "perplexity"]
+    assert [(row["bits"], row["protect"]) for row in rows] == [("dense", "-"), ("2", "none"), ("2", "sinks")]
+    dense, bare, kept = (float(row["perplexity"]) for row in rows)
+    assert dense < bare and kept < bare  # two bits cost perplexity; keeping the sinks gives some back
+    assert "sinks kept by 'sinks': 0" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--bits", "5"], "--bits 5: choose from 2, 3, 4, 8"),
+     (["--protect", "all"], "--protect all: choose from none, first4, sinks")],
+)  # fmt: skip
+def test_kv_names_a_wrong_choice_in_one_line(args: list[str], message: str, tmp_path: Path) -> None:
+    done = cli("kv", "--text", "Hello there.", "--out", str(tmp_path), *args)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
