@@ -95,7 +95,7 @@ def bloom_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 PAGES = ["explorer", "explorer?tab_id=one", "explorer?tab_id=all", "explorer?tab_id=depth", "reads-nothing", "massive",
-         "diagonals", "break", "streaming", "claims", "course", "origins"]  # fmt: skip
+         "diagonals", "break", "streaming", "claims", "course", "origins", "kv"]  # fmt: skip
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -8,14 +8,14 @@ import sys
 import numpy as np
 import pytest
 import torch
-from sinkscope.core.errors import InputError
+from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.experiments import kv_quant
 from sinkscope.experiments.streaming import perplexity
 from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.masking_utils import eager_mask
 
 from tests.test_app import chart
-from tests.test_families import N_TOKENS, build, loaded_tiny
+from tests.test_families import N_TOKENS, build, loaded_tiny, slow_loaded
 from tests.test_lessons_app import open_page, submit
 from tests.test_origins import english
 
@@ -123,3 +123,8 @@ def test_the_kv_page_quantizes_the_cache_and_says_what_the_sinks_buy(smollm2: ob
     np.testing.assert_allclose(shown["perplexity"].to_numpy(), [row.perplexity for row in rows], rtol=1e-4)
     assert kv_quant.said(rows).text("en") in " ".join(m.value for m in at.markdown)
     assert len(chart(at, "kv_curves")["data"]) == 1 + len(kv_quant.PROTECTIONS)
+
+
+def test_a_family_on_the_slow_path_is_refused_in_one_sentence(ids: list[int]) -> None:
+    with pytest.raises(ModelLoadError, match="slow path"):
+        kv_quant.quantized_nll(slow_loaded("bloom"), ids, 2, torch.zeros(len(ids), dtype=torch.bool))

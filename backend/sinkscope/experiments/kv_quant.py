@@ -16,7 +16,7 @@ import torch
 
 from sinkscope.core import attention, chunked
 from sinkscope.core.capture import Trace
-from sinkscope.core.errors import InputError
+from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.i18n import Message, times
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.core.names import DEFAULT_EPS
@@ -96,6 +96,8 @@ def protected(protect: str, n_tokens: int, sinks: tuple[int, ...]) -> torch.Tens
 def quantized_nll(loaded: LoadedModel, ids: list[int], bits: int, kept: torch.Tensor, group: int = GROUP) -> np.ndarray:
     """NLL of ids[1:] when every layer's attention reads its keys and values from a ``bits``-bit cache."""
     check_ids(require_loaded(loaded), ids)
+    if loaded.family.slow:  # its attention runs in the family's own code: the quantizer would never see its cache
+        raise ModelLoadError("error.kv_slow", family=loaded.info.family)
     if bits not in BITS:
         raise InputError("error.unknown_choice", name="bits", value=repr(bits), choices=", ".join(map(str, BITS)))
 
