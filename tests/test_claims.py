@@ -22,17 +22,8 @@ def trace(sink: float, bos_cosine: list[float], massive_tokens: list[int], value
     heads["kind"] = np.full((4, 2), "sink" if sink >= 0.5 else "mixed", dtype=object)
     layers = {"bos_cosine": np.array(bos_cosine), "top1": np.full(5, 900.0), "first_norm_ratio": np.ones(5)}
     massive = tuple((2, token, 7, 900.0) for token in massive_tokens)
-    return Trace(
-        "m",
-        (1, 2, 3),
-        ("a", "b", "c"),
-        heads,
-        layers,
-        massive,
-        np.zeros((5, 3, 4)),
-        np.zeros((4, 2, 3)),
-        np.zeros((4, 3)),
-    )
+    return Trace("m", (1, 2, 3), ("a", "b", "c"), heads, layers, massive, np.zeros((5, 3, 4)), np.zeros((4, 2, 3)),
+                 np.zeros((4, 3)))  # fmt: skip
 
 
 def outcome(nll: float, cosine: float = 0.5) -> Outcome:

@@ -24,17 +24,8 @@ def trace(kinds: list[str], sink: list[float], value_ratio: float = 0.2, massive
              "kind": np.array([kinds], dtype=object)}  # fmt: skip
     layers = {"median_abs": np.array([0.5, 2.0]), "top1": np.array([1.0, 900.0])}
     massive = ((1, massive_token, 7, 900.0),)
-    return Trace(
-        "m",
-        (5, 6, 7),
-        ("The", " cat", "."),
-        heads,
-        layers,
-        massive,
-        np.zeros((2, 3, 4)),
-        np.zeros((1, n, 3)),
-        np.zeros((1, 3)),
-    )
+    return Trace("m", (5, 6, 7), ("The", " cat", "."), heads, layers, massive, np.zeros((2, 3, 4)),
+                 np.zeros((1, n, 3)), np.zeros((1, 3)))  # fmt: skip
 
 
 def outcome(loss: float) -> Outcome:
