@@ -18,7 +18,7 @@ test: install browser
 
 # The contributor's loop (about a minute and a half on two cores): lint, and every test that needs no browser and no real model.
 FAST_TESTS := metrics findings capture families workers library_inputs model_folders census_table claims course export handout html_figures interventions runs \
-	streaming lab learned_sinks_app nudges origins kv
+	streaming lab learned_sinks_app nudges origins kv kv_evict
 check: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
