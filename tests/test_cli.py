@@ -280,3 +280,17 @@ def test_kv_writes_a_row_per_bits_and_protection_beside_the_dense_cache(tmp_path
 def test_kv_names_a_wrong_choice_in_one_line(args: list[str], message: str, tmp_path: Path) -> None:
     done = cli("kv", "--text", "Hello there.", "--out", str(tmp_path), *args)
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_kv_with_a_budget_also_runs_the_eviction_policies(tmp_path: Path) -> None:
+    examples = json.loads((ROOT / "assets" / "examples.json").read_text(encoding="utf-8"))
+    text = tmp_path / "portuguese.txt"
+    text.write_text(next(e["text"] for e in examples if e["id"] == "portuguese"), encoding="utf-8")
+    done = cli("kv", "--text-file", str(text), "--bits", "8", "--protect", "none", "--budget", "32",
+               "--out", str(tmp_path / "kv"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader((tmp_path / "kv" / "evict.csv").open(encoding="utf-8")))
+    assert [row["policy"] for row in rows] == ["window", "sinks_window", "h2o", "h2o_sinks"]
+    assert float(rows[0]["first_kept"]) == 0 and float(rows[1]["first_kept"]) == 1 == float(rows[3]["first_kept"])
+    too_long = cli("kv", "--text", "Hello there.", "--budget", "64", "--bits", "8", "--out", str(tmp_path / "short"))
+    assert too_long.returncode == 2 and "never fills the cache" in too_long.stderr

@@ -245,9 +245,9 @@ PAPER_PROSE = {
 NUMBERED = {"lab.polarize_title", "lab.sinks_title"}  # a lesson's or a section's number, like the menu's ("nav.*")
 EXAMPLES = {"softmax.number_error", "lab.table_help"}  # what to type, or an illustration of a rule
 NAMES = re.compile(
-    r"float32|UTF-8|[Ss]oftmax\+1|h\^\w+|log10|T\^1[.,]5|\bs[12]\b|1/log|[A-Za-z]+-?\d+(?:[.,]\d+)?-?\d*[BMK]?\b"
+    r"float32|UTF-8|H2O|[Ss]oftmax\+1|h\^\w+|log10|T\^1[.,]5|\bs[12]\b|1/log|[A-Za-z]+-?\d+(?:[.,]\d+)?-?\d*[BMK]?\b"
     r"|\b\d+[BM]\b|et al\.,? \d{4}|\(\d{4}\)|\d{4}\)"
-)  # names with digits (float32, softmax+1, h^0, Llama-2-13B, 340M) and a citation's year
+)  # names with digits (float32, H2O, softmax+1, h^0, Llama-2-13B, 340M) and a citation's year
 DEFINED = re.compile(r"(?<![\d.,])[01](?![\d]|[.,]\d)")  # 0 and 1 of the definitions: position 0, a sign, a row's unit
 
 

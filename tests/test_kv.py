@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 from sinkscope.core.errors import InputError, ModelLoadError
-from sinkscope.experiments import kv_quant
-from sinkscope.experiments.streaming import perplexity
+from sinkscope.experiments import kv_evict, kv_quant
+from sinkscope.experiments.streaming import builtin_text, perplexity
 from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.masking_utils import eager_mask
 
-from tests.test_app import chart
+from tests.test_app import array, chart
 from tests.test_families import N_TOKENS, build, loaded_tiny, slow_loaded
 from tests.test_lessons_app import open_page, submit
 from tests.test_origins import english
@@ -128,3 +128,17 @@ def test_the_kv_page_quantizes_the_cache_and_says_what_the_sinks_buy(smollm2: ob
 def test_a_family_on_the_slow_path_is_refused_in_one_sentence(ids: list[int]) -> None:
     with pytest.raises(ModelLoadError, match="slow path"):
         kv_quant.quantized_nll(slow_loaded("bloom"), ids, 2, torch.zeros(len(ids), dtype=torch.bool))
+
+
+def test_the_kv_page_runs_the_eviction_policies_and_draws_what_each_keeps(smollm2: object) -> None:
+    at = open_page("kv")
+    at.select_slider(key="kv_tokens").set_value(128)
+    at.select_slider(key="kv_budget").set_value(32)
+    submit(at, "Run the four policies")
+    shown = next(d.value for d in at.dataframe if "policy" in d.value.columns)
+    assert len(shown) == len(kv_evict.POLICIES)
+    ids = smollm2.encode(builtin_text(), 128, truncate=True, add_bos=False)
+    found = kv_evict.evict(smollm2, ids, 32)
+    np.testing.assert_allclose(shown["perplexity"].to_numpy(), [found.perplexity(i) for i in range(4)], rtol=1e-4)
+    assert kv_evict.said(found).text("en") in " ".join(m.value for m in at.markdown)
+    assert array(chart(at, "kv_kept")["data"][0]["z"]).shape == (len(kv_evict.POLICIES), len(ids))

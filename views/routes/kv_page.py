@@ -1,18 +1,23 @@
 """KV-cache lab: compress the cache and see why the sinks must survive (a quantized cache, with and without its
-sinks in full precision)."""
+sinks in full precision; eviction policies at one budget)."""
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capture import Trace
-from sinkscope.experiments import kv_quant
+from sinkscope.core.tokens import display_tokens
+from sinkscope.experiments import kv_evict, kv_quant
+from sinkscope.experiments.streaming import builtin_text
 from sinkscope.plot.explore_figures import rolling_mean
 
 from views.state import cache, session
-from views.text import local_table, num, plain, say, t, times
-from views.widgets import charts, lessons
+from views.text import language, local_table, num, percent, plain, say, t, times
+from views.widgets import charts, lessons, stop_button
 
 SHOWN_BITS = (2, 3, 4)  # the form's first choice: where protection matters
+EVICT_TOKENS = (128, 256, 512)  # tokens of Python's help the policies run over
+BUDGETS = (16, 32, 64, 128)  # cache sizes to choose from
 SMOOTHING = 8  # tokens in the rolling mean of a loss curve
 PAPER_BITS = 3  # IntactKV's figure is at INT3
 
@@ -80,6 +85,67 @@ def yours(rows: list[kv_quant.KVRow]) -> str:
     return t("kv.paper_yours", none=num(at["none"], ".1f"), kept=num(at["sinks"], ".1f"))
 
 
+def evicted(request: session.Request) -> kv_evict.Eviction | None:
+    """The policies over the first tokens of Python's help, at the budget asked: a bar and Stop while it runs (a
+    stopped run keeps the tokens it measured)."""
+    cells = st.columns(2)
+    n_tokens = cells[0].select_slider(t("kv.evict_tokens"), EVICT_TOKENS, value=EVICT_TOKENS[1], key="kv_tokens")
+    budget = cells[1].select_slider(t("kv.evict_budget"), BUDGETS, value=BUDGETS[2], key="kv_budget")
+    if st.button(t("kv.evict_run"), key="kv_evict"):
+        loaded = cache.get_model(request.model, request.dtype)
+        ids = loaded.encode(builtin_text(), n_tokens, truncate=True, add_bos=False)
+        bar, queue = st.progress(0.0, text=t("kv.evicting")), cache.shared().queue(request.model)
+
+        def show(so_far: np.ndarray, total: int) -> bool:  # so_far: (lane, token) NLL
+            st.session_state["kv_partial"] = (budget, so_far)
+            bar.progress(so_far.shape[1] / total, text=t("kv.evict_progress", done=so_far.shape[1], total=total))
+            queue.let_others_in()
+            return True
+
+        with stop_button.while_running("kv_stop", "kv.stop_help"), queue.turn():
+            found = lessons.attempt(lambda: kv_evict.evict(loaded, ids, budget, progress=show))
+        bar.empty()
+        if found is not None:
+            st.session_state["kv_evicted"] = (found, ids)
+            st.session_state.pop("kv_partial", None)
+    return st.session_state.get("kv_evicted", (None, None))[0]
+
+
+def eviction(request: session.Request) -> None:
+    st.subheader(t("kv.evict_heading"))
+    st.markdown(t("kv.evict_intro", sinks=kv_evict.SINKS, recent=round(100 * kv_evict.RECENT_SHARE)))
+    found = evicted(request)
+    partial = st.session_state.get("kv_partial")
+    if partial is not None:  # a run stopped before its end: what it measured so far
+        budget, so_far = partial
+        st.caption(t("kv.evict_stopped", done=so_far.shape[1], budget=budget))
+        rows = [{t("kv.col_policy"): t(kv_evict.POLICY_KEYS[p]), t("kv.col_ppl"): float(np.exp(so_far[lane].mean()))}
+                for lane, p in enumerate(kv_evict.POLICIES)]  # fmt: skip
+        st.dataframe(local_table(pd.DataFrame(rows), 2), hide_index=True, key="kv_partial_table")
+    if found is None:
+        return
+    labels = [t(kv_evict.POLICY_KEYS[p]) for p in found.policies]
+    rows = [{t("kv.col_policy"): label, t("kv.col_ppl"): found.perplexity(lane),
+             t("kv.col_first_kept"): percent(100 * float(found.first_kept[lane]))}
+            for lane, label in enumerate(labels)]  # fmt: skip
+    st.dataframe(local_table(pd.DataFrame(rows), 2), hide_index=True, key="kv_evict_table")
+    message = kv_evict.said(found)
+    if message is not None:
+        st.markdown(say(message))
+    ids = st.session_state["kv_evicted"][1]
+    tokens = list(display_tokens(cache.get_model(request.model, request.dtype).tokenizer, ids))
+    charts.show(plot.fig_kept(found.kept_share(), labels, tokens, found.budget, lang=language()), "kv_kept")
+    smoothed = {label: rolling_mean(found.nll[lane], SMOOTHING).tolist() for lane, label in enumerate(labels)}
+    title = t("kv.evict_curve_title", budget=found.budget, n=SMOOTHING)
+    positions = list(range(1, found.nll.shape[1] + 1))
+    charts.show(plot.fig_lines(positions, smoothed, title, t("fig.position"), t("kv.loss")), "kv_evict_curves")
+
+
+def both(request: session.Request, trace: Trace) -> None:
+    quantized(request, trace)
+    eviction(request)
+
+
 def page() -> None:
-    """KV-cache lab: a quantized cache, with and without its sinks in full precision."""
-    lessons.lesson(("kv.title", "kv.intro"), quantized)
+    """KV-cache lab: a quantized cache with and without its sinks, and eviction policies at one budget."""
+    lessons.lesson(("kv.title", "kv.intro"), both)

@@ -1,14 +1,15 @@
 """``sinkscope kv``: a text's perplexity under a quantized KV cache, for each bits x protection, against the dense
-float cache."""
+float cache; with ``--budget``, the eviction policies at that cache size."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-from sinkscope.cli.arguments import UsageError, ids_of, load, model_options, text_options, write_csv
+from sinkscope.cli.arguments import UsageError, ids_of, load, model_options, ranged, text_options, write_csv
 
 COLUMNS = ("bits", "protect", "perplexity")
+EVICT_COLUMNS = ("policy", "budget", "perplexity", "first_kept")
 
 
 def listed(value: str, allowed: tuple, kind: type, name: str) -> tuple:
@@ -44,6 +45,24 @@ def run(args: argparse.Namespace) -> None:
     out.mkdir(parents=True, exist_ok=True)
     write_csv(str(out / "kv.csv"), COLUMNS, rows)
     print(out / "kv.csv")
+    if args.budget is not None:
+        evictions(loaded, list(trace.token_ids), args.budget, out)
+
+
+def evictions(loaded: object, ids: list[int], budget: int, out: Path) -> None:
+    """The eviction policies at ``budget`` over the text: DIR/evict.csv, one row per policy."""
+    from sinkscope.experiments import kv_evict
+
+    if len(ids) <= budget:
+        raise UsageError(f"--budget {budget}: the text has {len(ids)} tokens and never fills the cache.")
+    found = kv_evict.evict(loaded, ids, budget)
+    rows = [{"policy": policy, "budget": budget, "perplexity": found.perplexity(lane),
+             "first_kept": float(found.first_kept[lane])} for lane, policy in enumerate(found.policies)]  # fmt: skip
+    for row in rows:
+        print(f"{row['policy']:13s} cache {budget:5d}  ppl {row['perplexity']:10.3f}  first token kept "
+              f"{100 * row['first_kept']:5.1f}%")  # fmt: skip
+    write_csv(str(out / "evict.csv"), EVICT_COLUMNS, rows)
+    print(out / "evict.csv")
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -53,5 +72,7 @@ def add(commands: argparse._SubParsersAction) -> None:
     command.add_argument("--bits", default="2,3,4,8", help="comma-separated: 2, 3, 4, 8")
     command.add_argument("--protect", default="none,first4,sinks",
                          help="tokens kept in full precision: none, first4, sinks (the detected sinks)")  # fmt: skip
+    command.add_argument("--budget", type=ranged("window"), help="also run the eviction policies at this cache size "
+                         "(DIR/evict.csv: policy, budget, perplexity, first_kept)")  # fmt: skip
     command.add_argument("--out", required=True, help="the folder to write kv.csv in (made if missing)")
     command.set_defaults(run=run)

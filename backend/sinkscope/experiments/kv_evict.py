@@ -23,6 +23,7 @@ import torch
 
 from sinkscope.core import attention, chunked, ranges
 from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.experiments.streaming import _nll, one_cpu_thread
 
@@ -162,3 +163,18 @@ def evict(
     shares = torch.stack(first).mean(0).numpy() if first else np.full(len(policies), np.nan)
     return Eviction(tuple(policies), budget, np.stack(nll, axis=1) if nll else np.zeros((len(policies), 0)),
                     kept.cpu().numpy(), evicted.numpy(), shares)  # fmt: skip
+
+
+POLICY_KEYS = {"window": "kv.policy_window", "sinks_window": "kv.policy_sinks_window", "h2o": "kv.policy_h2o",
+               "h2o_sinks": "kv.policy_h2o_sinks"}  # fmt: skip
+
+
+def said(found: Eviction) -> Message | None:
+    """How often H2O keeps the first token on its own, and what the window without it costs against the sinks."""
+    lanes = {policy: lane for lane, policy in enumerate(found.policies)}
+    if not {"h2o", "window", "sinks_window"} <= set(lanes) or not found.nll.shape[1]:
+        return None
+    return Message.of("kv.evict_said", share=round(100 * float(found.first_kept[lanes["h2o"]]), 1),
+                      budget=found.budget, window=round(found.perplexity(lanes["window"]), 1),
+                      sinks=round(found.perplexity(lanes["sinks_window"]), 1),
+                      h2o=round(found.perplexity(lanes["h2o"]), 1), n=SINKS)  # fmt: skip
