@@ -236,3 +236,18 @@ def test_a_secondary_sink_reproduces_when_it_takes_more_than_the_typical_key(mon
     assert origin_claims.secondary_claim(ignored).status == "partly"
     monkeypatch.setattr(origin_claims, "secondary_sinks", lambda _: runs())
     assert origin_claims.secondary_claim(taking).status == "differs"
+
+
+@pytest.mark.parametrize(
+    ("bare", "kept", "status"),
+    [(4.0, 2.5, "reproduces"),  # the cache hurts (e^4 against e^2), the sinks win most of it back
+     (4.0, 3.5, "partly"),  # it hurts, the sinks win back little
+     (2.05, 2.0, "differs")],  # a 5% worse cache: nothing to rescue
+)  # fmt: skip
+def test_a_quantized_cache_needs_its_sinks_when_they_win_back_what_it_lost(
+    bare: float, kept: float, status: str
+) -> None:
+    verdict = claims.from_kv(outcome(2.0), (np.full(2, bare), np.full(2, kept)))
+    assert verdict.status == status
+    assert claims.from_kv(None, (np.full(2, bare), np.full(2, kept))).status == "not_measured"
+    assert claims.from_kv(outcome(2.0), None).status == "not_measured"

@@ -241,11 +241,12 @@ def test_the_claims_scoreboard_computes_a_verdict_for_every_claim(lang: str) -> 
     assert board[verdict].iloc[10] == reproduces  # the learned sink logit takes the dormant mass
     assert board[verdict].iloc[11] != reproduces  # the gate closes, but BOS keeps 0.3-0.6 (Qiu et al.: 0.048)
     assert board[verdict].iloc[claims.CLAIMS.index("secondary_sinks")] == reproduces  # "the", h^2-h^9
+    assert board[verdict].iloc[claims.CLAIMS.index("kv_sinks")] == reproduces  # 2 bits: 112 bare, 80 kept, 69 float
     assert "value_sink >" in board.iloc[1, 2]  # C1: how many sink heads read their sink, beside the value ratio
     assert board.iloc[:, 3].str.len().min() > 1  # every claim shows the evidence it rests on
     links = [urlsplit(cell.split("](")[1].rstrip(")")) for cell in board.iloc[:, -1]]
     assert {link.path for link in links} <= {"/softmax", "/reads-nothing", "/streaming", "/lab", "/diagonals",
-                                              "/massive", "/break", "/origins"}  # fmt: skip
+                                              "/massive", "/break", "/origins", "/kv"}  # fmt: skip
     for link in links:  # each page opens on this language, text and model
         query = parse_qs(link.query)
         assert query["lang"] == [lang] and query["example"] == ["english"] and query["model"] == ["smollm2-135m"]

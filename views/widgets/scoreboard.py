@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 from sinkscope.core.capture import Trace
 from sinkscope.core.names import POLARIZE_VARIANTS
-from sinkscope.experiments import claims, interventions, stream_plan
+from sinkscope.experiments import claims, interventions, kv_quant, stream_plan
 
 from views.state import cache, session, url_state
 from views.text import say, t
@@ -30,6 +30,7 @@ SHOWN = {  # claim -> (catalogue key of the claim, of the published figure, the 
     "secondary_sinks": ("claims.secondary_sinks", "claims.secondary_sinks.published", "origins"),
     "sink_built_early": ("claims.sink_built_early", "claims.sink_built_early.published", "origins"),
     "mlp_lifetime": ("claims.mlp_lifetime", "claims.mlp_lifetime.published", "origins"),
+    "kv_sinks": ("claims.kv_sinks", "claims.kv_sinks.published", "kv"),
 }
 COLUMNS = {
     "claim": "claims.col_claim", "verdict": "claims.col_verdict", "yours": "claims.col_yours",
@@ -61,6 +62,9 @@ def text_runs(request: session.Request, trace: Trace) -> dict[str, cache.Job]:
     }
     if trace.n_tokens > 2:  # a nudge needs a later prediction to move
         runs["sensitivity"] = lessons.spread_job(request, ids, 1.0)
+    loaded = cache.get_model(request.model, request.dtype)
+    if not loaded.family.slow:  # its cache never reaches the quantizer: the claim says "not measured" quietly
+        runs["kv"] = lessons.job(request, "kv_claim", (ids,), lambda: kv_quant.claim_runs(loaded, trace))
     return runs
 
 
@@ -84,6 +88,8 @@ def measured(request: session.Request, trace: Trace) -> list[claims.Verdict]:
         streaming=found["streaming"],
         dense=_pair(found, "dense"),
         removed=_pair(found, "removed"),
+        kv=found.get("kv"),
+        intact=found["intact"],
     )
     return claims.scoreboard(evidence)
 

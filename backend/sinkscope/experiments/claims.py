@@ -19,24 +19,26 @@ from sinkscope.core.i18n import Message, times
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.experiments import cost
 from sinkscope.experiments.interventions import DROP_FROM, Outcome
+from sinkscope.experiments.kv_quant import CLAIM_BITS
 from sinkscope.experiments.nudges import DIRECTIONS, QUARTERS, SPREAD, Spread
 from sinkscope.experiments.origin_claims import CORRELATES, FIRST_BLOCKS, from_origins
 from sinkscope.experiments.stream_plan import check_values
 from sinkscope.experiments.verdicts import STATUSES, Verdict, graded
 from sinkscope.findings import words
 from sinkscope.findings.heads import sink_reading
-from sinkscope.findings.words import EXPLODES, READS
+from sinkscope.findings.words import EXPLODES, LITTLE_WORSE, READS
 from sinkscope.lab.polarization import PolarizeRun
 from sinkscope.lab.toy import LEARNED, SILENT, SINK, Finding, TrainingRun, findings
 
 CLAIMS = (
     "softmax_sink", "value_little", "streaming", "plus_one", "half_space", "dense_smooths",
     "sink_cheaper", "polarizes", "sigmoid_flat", "toy_sink", "learned_sink", "gated", "massive_first", "one_token",
-    "secondary_sinks", "sink_built_early", "mlp_lifetime",
+    "secondary_sinks", "sink_built_early", "mlp_lifetime", "kv_sinks",
 )  # fmt: skip
 __all__ = ["CLAIMS", "STATUSES", "Evidence", "Verdict", "how", "scoreboard"]
 RATE_HOLDS, RATE_PARTLY = 50.0, 25.0  # sink rate (%) above which the claim reproduces, or partly does
 STREAM_NEAR = 1.25  # sinks + window within 25% of dense perplexity keep streaming "near dense"
+RECOVERS = 1 / 2  # keeping the sinks "rescues" a quantized cache when it wins back over half of what it lost
 SIGMOID_SPREAD = 0.8  # a sigmoid run whose final entropy stays above 0.8 did not polarize
 
 
@@ -223,6 +225,21 @@ def from_dense(intact: Outcome | None, dense: Outcome | None) -> Verdict:
     return graded("dense_smooths", int(after > before), 1, measured, evidence, _said("claims.why.dense_smooths"))
 
 
+def from_kv(intact: Outcome | None, kv: tuple[np.ndarray, np.ndarray] | None) -> Verdict:
+    """A 2-bit cache costs perplexity (at least LITTLE_WORSE against the float cache), and keeping the detected
+    sinks in full precision wins back over half of it."""
+    if intact is None or kv is None:
+        return Verdict("kv_sinks", "not_measured", None)
+    dense, bare, kept = (float(np.exp(np.mean(nll))) for nll in (intact.nll, *kv))
+    hurts = bare >= LITTLE_WORSE * dense
+    rescued = bare > dense and (bare - kept) > RECOVERS * (bare - dense)
+    measured = _said("claims.yours.kv_sinks", bits=CLAIM_BITS, dense=round(dense, 1), bare=round(bare, 1),
+                     kept=round(kept, 1))  # fmt: skip
+    evidence = _said("claims.evidence.kv_sinks", n=len(intact.nll) + 1, bits=CLAIM_BITS)
+    why = _said("claims.why.kv_sinks" if hurts else "claims.why.kv_unhurt", little=LITTLE_WORSE)
+    return graded("kv_sinks", int(hurts) + int(hurts and rescued), 2, measured, evidence, why)
+
+
 @dataclass(frozen=True)
 class Evidence:
     """Everything the scoreboard reads; a run that could not be made is None and its claim is not measured."""
@@ -235,6 +252,8 @@ class Evidence:
     streaming: Mapping[str, float] | None = None
     dense: tuple[Outcome, Outcome] | None = None  # (intact, every head uniform)
     removed: tuple[Outcome, Outcome] | None = None  # (intact, interventions.default_drop: layers DROP_FROM ..)
+    kv: tuple[np.ndarray, np.ndarray] | None = None  # NLL of a 2-bit cache with nothing, and the sinks, kept
+    intact: Outcome | None = None  # the text's intact run (the float cache the quantized ones are measured against)
 
 
 def how() -> Message:
@@ -242,7 +261,8 @@ def how() -> Message:
     return _said("claims.how", learned=LEARNED, holds=RATE_HOLDS, partly=RATE_PARTLY, eps=DEFAULT_EPS,
                  near=round(100 * (STREAM_NEAR - 1)), collapse=times(EXPLODES), sink=SINK, silent=SILENT,
                  spread=SIGMOID_SPREAD, above=100 - SPREAD[0], directions=DIRECTIONS, positions=len(QUARTERS),
-                 blocks=FIRST_BLOCKS, correlates=CORRELATES, **check_values())  # fmt: skip
+                 blocks=FIRST_BLOCKS, correlates=CORRELATES, bits=CLAIM_BITS, little=LITTLE_WORSE,
+                 recovers=round(100 * RECOVERS), **check_values())  # fmt: skip
 
 
 def scoreboard(evidence: Evidence) -> list[Verdict]:
@@ -250,6 +270,6 @@ def scoreboard(evidence: Evidence) -> list[Verdict]:
     found = [*from_trace(evidence.trace, evidence.removed), *from_lab(evidence.backcopy),
              *from_polarize(evidence.polarize), from_cost(evidence.cost), from_sensitivity(evidence.sensitivity),
              from_streaming(evidence.streaming), from_dense(*(evidence.dense or (None, None))),
-             *from_origins(evidence.trace)]  # fmt: skip
+             *from_origins(evidence.trace), from_kv(evidence.intact, evidence.kv)]  # fmt: skip
     by_claim = {verdict.claim: verdict for verdict in found}
     return [by_claim[claim] for claim in CLAIMS]

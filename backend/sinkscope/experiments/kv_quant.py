@@ -137,6 +137,15 @@ def quantized_table(
     return rows
 
 
+CLAIM_BITS = 2  # the scoreboard's quantized cache: where protection matters most
+
+
+def claim_runs(loaded: LoadedModel, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
+    """The scoreboard's evidence: the NLL of a CLAIM_BITS-bit cache with nothing, and with the sinks, kept."""
+    ids, sinks = list(trace.token_ids), detected_sinks(trace)
+    return tuple(quantized_nll(loaded, ids, CLAIM_BITS, protected(p, len(ids), sinks)) for p in ("none", "sinks"))
+
+
 PROTECT_KEYS = {"none": "kv.protect_none", "first4": "kv.protect_first4", "sinks": "kv.protect_sinks"}
 
 
