@@ -25,7 +25,7 @@ from sinkscope.core import attention, chunked, ranges
 from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
-from sinkscope.experiments.streaming import _nll, one_cpu_thread
+from sinkscope.experiments.streaming import one_cpu_thread, token_nll
 
 POLICIES = ("window", "sinks_window", "h2o", "h2o_sinks")
 SINKS = 4  # StreamingLLM's four first tokens
@@ -152,7 +152,7 @@ def evict(
             cache.step = t
             inputs = torch.full((len(policies), 1), ids[t], device=model.device)  # (lane, 1)
             logits = model(input_ids=inputs, position_ids=torch.full_like(inputs, t), use_cache=False).logits[:, -1]
-            nll.append(_nll(logits, targets[t].repeat(len(policies))))
+            nll.append(token_nll(logits, targets[t].repeat(len(policies))))
             if t >= budget:  # full: does each cache still hold the first token?
                 first.append(torch.stack([kept[:, :, 0] for kept in cache.kept.values()], 1).float().mean((1, 2)))
             if progress is not None and not progress(np.stack(nll, axis=1), len(ids) - 1):

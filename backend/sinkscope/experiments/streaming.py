@@ -178,7 +178,7 @@ def _stream_attention(
     return mixed.reshape(lanes, n_heads, 1, head_dim).transpose(1, 2), None  # (lane, 1, head, head_dim)
 
 
-def _nll(logits: torch.Tensor, targets: torch.Tensor) -> np.ndarray:
+def token_nll(logits: torch.Tensor, targets: torch.Tensor) -> np.ndarray:
     """Negative log-likelihood of each target under (position, vocab) logits."""
     log_probs = torch.log_softmax(logits.float(), dim=-1)
     return (-log_probs.gather(-1, targets[:, None])[:, 0]).cpu().numpy()
@@ -237,7 +237,7 @@ def stream_lanes(
     targets = torch.tensor(ids[1:])
     with streamer(loaded, sinks, capacity) as (step, cache):
         for t in range(len(ids) - 1):
-            nll.append(_nll(step([ids[t]] * len(sinks)), targets[t].repeat(len(sinks))))  # (lane,)
+            nll.append(token_nll(step([ids[t]] * len(sinks)), targets[t].repeat(len(sinks))))  # (lane,)
             if progress is not None and not progress(np.stack(nll, axis=1), len(ids) - 1):
                 break
     return np.stack(nll, axis=1) if nll else np.zeros((len(sinks), 0)), cache
@@ -300,7 +300,7 @@ def dense(loaded: LoadedModel, ids: list[int], mask: torch.Tensor | dict | None 
     inputs = torch.tensor([ids], device=loaded.model.device)
     with torch.inference_mode():
         logits = loaded.model(input_ids=inputs, attention_mask=mask, use_cache=False).logits[0, :-1]
-    return _nll(logits, inputs[0, 1:])
+    return token_nll(logits, inputs[0, 1:])
 
 
 def band_mask(n_tokens: int, sinks: int, window: int, sliding: int | None = None) -> torch.Tensor:
@@ -334,7 +334,7 @@ def recompute(loaded: LoadedModel, ids: list[int], window: int, progress: Progre
             inputs = torch.tensor([ids[s : s + window] for s in chunk], device=loaded.model.device)
             logits = loaded.model(input_ids=inputs, use_cache=False, logits_to_keep=1).logits[:, -1]
             targets = torch.tensor([ids[s + window] for s in chunk], device=logits.device)
-            nll.append(_nll(logits, targets))
+            nll.append(token_nll(logits, targets))
             done = np.concatenate(nll)
             if progress is not None and not progress(list(done), len(ids) - 1):
                 break

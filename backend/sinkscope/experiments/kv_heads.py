@@ -1,0 +1,234 @@
+"""Which heads need the whole context: each head alone restricted to sinks + a window (DuoAttention's question).
+
+DuoAttention (Xiao et al., ICLR 2025) learns a gate per key-value head that splits them into retrieval heads (the
+full cache) and streaming heads (sinks + a recent window). Here the split is measured by ablation instead: for every
+head, the change of the text's mean next-token loss when that head alone reads only the first SINKS tokens and its
+last ``budget - SINKS`` (every other head dense). The heads of one layer run as lanes of one batch from that layer's
+input, taken from a dense pass, so layer l costs L - l blocks per head and nothing before it is computed again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from sinkscope.core import attention, chunked, ranges
+from sinkscope.core.capture import run_forward
+from sinkscope.core.errors import ModelLoadError
+from sinkscope.core.i18n import Message
+from sinkscope.core.models import LoadedModel, check_ids, require_loaded
+from sinkscope.experiments.kv_evict import SINKS
+from sinkscope.experiments.streaming import band_mask, dense, perplexity, token_nll
+
+NEEDS_CONTEXT = 0.01  # a head needs the whole context when its sinks + window alone raise perplexity by over 1%
+TAIL_TOLERANCE = 1e-3  # nats: the final norm and LM head applied here must give the model's own loss
+Progress = Callable[[np.ndarray, int], bool]  # ((layer, head) loss change so far, NaN: not yet; layers) -> go on?
+
+
+@dataclass(frozen=True)
+class HeadNeeds:
+    """Per head, what restricting it alone to sinks + window costs the text's mean next-token loss."""
+
+    budget: int  # cache size: SINKS first tokens and budget - SINKS recent ones
+    dense_nll: np.ndarray  # (token - 1,)
+    change: np.ndarray  # (layer, head): mean NLL ablated - dense, in nats; NaN: not measured (stopped)
+
+    def needs_context(self) -> np.ndarray:
+        """(layer, head) bool: the retrieval heads, whose restriction raises perplexity by over NEEDS_CONTEXT."""
+        return np.nan_to_num(self.change, nan=0.0) > np.log1p(NEEDS_CONTEXT)
+
+    @property
+    def measured(self) -> np.ndarray:
+        """(layer, head) bool: the heads the run reached."""
+        return ~np.isnan(self.change)
+
+    def streaming_share(self) -> float:
+        """The share of measured heads that work with sinks + window (NaN: none measured)."""
+        return float((~self.needs_context())[self.measured].mean()) if self.measured.any() else float("nan")
+
+
+@dataclass
+class Banded:
+    """Attention where ``restricted[lane, layer, head]`` heads read only their band, every other head dense."""
+
+    restricted: torch.Tensor  # (lane, layer, head) bool
+    band: torch.Tensor  # (1, 1, query, key) bool: the keys a restricted head may read
+
+    def attend(self, module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+               mask: object, scaling: float | None = None, softcap: float | None = None,
+               s_aux: torch.Tensor | None = None) -> tuple[torch.Tensor, None]:  # fmt: skip
+        # query (lane, head, token, head_dim); key, value (lane, kv_head, token, head_dim) -> (lane, token, head, d)
+        out = self._each_lane(query, key, value, mask, scaling, softcap, s_aux)
+        restricted = self.restricted[:, module.layer_idx].to(out.device)  # (lane, head)
+        if restricted.any():
+            allowed = self.band if mask is None else self.band & _allowed(mask)
+            banded = self._each_lane(query, key, value, allowed, scaling, softcap, s_aux)
+            out = torch.where(restricted[:, None, :, None], banded, out)
+        return out, None
+
+    @staticmethod
+    def _each_lane(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: object, scaling: float | None,
+                   softcap: float | None, s_aux: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
+        """The model's eager math, lane by lane (the chunk loop takes one sequence): (lane, token, head, d)."""
+        return torch.cat([chunked.eager(q[None], k[None], v[None], mask, scaling, softcap, s_aux)[0]
+                          for q, k, v in zip(query, key, value, strict=True)])  # fmt: skip
+
+
+def _allowed(mask: torch.Tensor) -> torch.Tensor:
+    """A transformers mask (boolean, or additive float) as (1, 1, query, key) bool: True where a key is read."""
+    return mask[:1, :1] if mask.dtype == torch.bool else mask[:1, :1] > torch.finfo(mask.dtype).min / 2
+
+
+def _check_model(loaded: LoadedModel) -> None:
+    family, config = loaded.family, loaded.model.config
+    if family.slow:
+        raise ModelLoadError("error.kv_slow", family=loaded.info.family)
+    if family.attention_layers is not None or any(family.sliding_layers(config)):
+        raise ModelLoadError("error.evict_model", family=family.name)
+
+
+def _final_nll(loaded: LoadedModel, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """(lane, token, d_model) h^L -> (lane, token - 1) NLL of ``targets``: the final norm, then the LM head."""
+    model, norm = loaded.model, loaded.family.read_norms(loaded.model)[-1]
+    softcap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
+    rows = []
+    for lane in hidden:  # one lane's (token, vocab) logits at a time
+        logits = model.get_output_embeddings()(norm(lane[:-1]) if norm is not None else lane[:-1])
+        if softcap:
+            logits = torch.tanh(logits / softcap) * softcap
+        rows.append(torch.from_numpy(token_nll(logits, targets)))
+    return torch.stack(rows)
+
+
+def _run_blocks(loaded: LoadedModel, hidden: torch.Tensor, first: int, call: dict) -> torch.Tensor:
+    """Blocks ``first`` .. L-1 on (lane, token, d_model) ``hidden``, with what the model passes every block."""
+    args, kwargs = call["args"], call["kwargs"]
+    for block in loaded.blocks[first:]:
+        if "hidden_states" in kwargs:
+            out = block(**kwargs | {"hidden_states": hidden})
+        else:
+            out = block(hidden, *args, **kwargs)
+        hidden = out[0] if isinstance(out, tuple) else out
+    return hidden
+
+
+def _dense_stream(loaded: LoadedModel, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    """h^0 .. h^L of a dense pass (layer + 1, token, d_model), and the NLL of ids[1:] from the same pass' logits."""
+    model = loaded.model
+    recorder = loaded.recorder(reduce=False, residual=loaded.stream_buffer(len(ids)))
+    logits = run_forward(loaded, ids, recorder, logits_from=0)  # (token, vocab)
+    targets = torch.tensor(ids[1:], device=model.device)
+    return torch.from_numpy(recorder.residual).to(model.device, model.dtype), torch.from_numpy(
+        token_nll(logits[:-1], targets))  # fmt: skip
+
+
+def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progress | None = None) -> HeadNeeds:
+    """Every head's loss change when it alone keeps sinks + window (a cache of ``budget`` tokens), layer by layer;
+    ``progress`` may stop the run after any layer, keeping the layers measured."""
+    check_ids(require_loaded(loaded), ids)
+    _check_model(loaded)
+    ranges.check("window", budget)
+    info, model = loaded.info, loaded.model
+    stream, model_nll = _dense_stream(loaded, ids)
+    call = loaded.recorder(reduce=False, block_call={})
+    run_forward(loaded, ids, call)  # stops at the first block, keeping its mask and positions
+    targets = torch.tensor(ids[1:], device=model.device)
+    band = band_mask(len(ids), SINKS, budget - SINKS).to(model.device)
+    change = np.full((info.n_layers, info.n_heads), np.nan)
+    lanes = torch.arange(info.n_heads)  # lane i restricts head i
+    with torch.inference_mode():
+        dense_nll = _final_nll(loaded, stream[-1:], targets)[0]
+        if float((dense_nll - model_nll).abs().max()) > TAIL_TOLERANCE:  # a family scaling its logits its own way
+            raise ModelLoadError("error.kv_heads_model", family=loaded.family.name)
+        for layer in range(info.n_layers):
+            restricted = torch.zeros(info.n_heads, info.n_layers, info.n_heads, dtype=torch.bool)
+            restricted[lanes, layer, lanes] = True  # (lane, layer, head)
+            hidden = stream[layer].expand(info.n_heads, -1, -1)  # (lane, token, d_model): the layer's dense input
+            with attention.overriding(Banded(restricted, band).attend):
+                ablated = _final_nll(loaded, _run_blocks(loaded, hidden, layer, call.block_call), targets)
+            change[layer] = (ablated - dense_nll).mean(-1).numpy()  # (head,)
+            if progress is not None and not progress(change.copy(), info.n_layers):
+                break
+    return HeadNeeds(budget, dense_nll.numpy(), change)
+
+
+CURVE_SHARES = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)  # shares of key-value heads kept whole along the policy curve
+ORDERS = ("ranked", "random")  # whole heads chosen by the map's loss change, or at random (the baseline)
+
+
+@dataclass(frozen=True)
+class DuoPolicy:
+    """DuoAttention's cache: retrieval key-value heads keep every token, streaming ones only sinks + window."""
+
+    streaming: np.ndarray  # (layer, kv_head) bool
+    nll: np.ndarray  # (token - 1,)
+    cache_share: float  # the cache it holds at the end of the text, against the full cache
+
+    @property
+    def perplexity(self) -> float:
+        return perplexity(self.nll)
+
+    @property
+    def retrieval_share(self) -> float:
+        return float(1 - self.streaming.mean())
+
+
+def kv_head_change(needs: HeadNeeds, n_kv_heads: int) -> np.ndarray:
+    """(layer, kv_head): the largest loss change of the key-value head's query heads; +inf where not measured (the
+    cache is per key-value head, so it can stream only if every query head reading it can)."""
+    change = np.where(needs.measured, needs.change, np.inf)
+    return change.reshape(change.shape[0], n_kv_heads, -1).max(-1)  # (layer, kv_head, group) -> (layer, kv_head)
+
+
+def whole_heads(needs: HeadNeeds, n_kv_heads: int, share: float, order: str = "ranked") -> np.ndarray:
+    """(layer, kv_head) bool: the ``share`` of key-value heads kept whole, those whose restriction costs most
+    ("ranked") or drawn with a fixed seed ("random")."""
+    change = kv_head_change(needs, n_kv_heads)
+    score = change if order == "ranked" else np.random.default_rng(0).random(change.shape)
+    chosen = np.zeros(change.size, dtype=bool)
+    chosen[np.argsort(-score, axis=None, kind="stable")[: round(share * change.size)]] = True
+    return chosen.reshape(change.shape)
+
+
+def duo_policy(loaded: LoadedModel, ids: list[int], needs: HeadNeeds, whole: np.ndarray | None = None) -> DuoPolicy:
+    """One pass where every key-value head not kept ``whole`` (layer, kv_head) keeps only sinks + window; by
+    default the whole ones are those with a query head that needs the whole context, or one not measured."""
+    check_ids(require_loaded(loaded), ids)
+    _check_model(loaded)
+    info = loaded.info
+    group = info.n_heads // info.n_kv_heads
+    if whole is None:
+        whole = kv_head_change(needs, info.n_kv_heads) > np.log1p(NEEDS_CONTEXT)
+    streaming = ~whole
+    restricted = torch.from_numpy(np.repeat(streaming, group, axis=1))[None]  # (lane=1, layer, head)
+    band = band_mask(len(ids), SINKS, needs.budget - SINKS).to(loaded.model.device)
+    with attention.overriding(Banded(restricted, band).attend):
+        nll = dense(loaded, ids)
+    held = np.where(streaming, min(needs.budget, len(ids)), len(ids))  # (layer, kv_head): tokens each one holds
+    return DuoPolicy(streaming, nll, float(held.sum() / (len(ids) * streaming.size)))
+
+
+def policy_curve(
+    loaded: LoadedModel, ids: list[int], needs: HeadNeeds, shares: tuple[float, ...] = CURVE_SHARES
+) -> dict[str, list[DuoPolicy]]:
+    """Per order: the policy keeping each share of key-value heads whole, one pass each."""
+    n_kv = loaded.info.n_kv_heads
+    return {order: [duo_policy(loaded, ids, needs, whole_heads(needs, n_kv, share, order)) for share in shares]
+            for order in ORDERS}  # fmt: skip
+
+
+def said(needs: HeadNeeds, policy: DuoPolicy | None) -> Message | None:
+    """How many heads work with sinks + window, and what DuoAttention's policy built from them costs."""
+    measured = int(needs.measured.sum())
+    if not measured:
+        return None
+    streaming = int((~needs.needs_context() & needs.measured).sum())
+    params = dict(streaming=streaming, measured=measured, budget=needs.budget, rise=round(100 * NEEDS_CONTEXT),
+                  share=round(100 * needs.streaming_share()), dense=round(perplexity(needs.dense_nll), 2))  # fmt: skip
+    if policy is None:
+        return Message.of("kv.heads_said", **params)
+    return Message.of("kv.heads_policy_said", **params, policy=round(policy.perplexity, 2),
+                      cache=round(100 * policy.cache_share))  # fmt: skip

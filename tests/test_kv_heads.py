@@ -1,0 +1,143 @@
+"""Which heads need the whole context (issue 41, item 3): each head's sinks + window ablation against transformers'
+eager forward with that head's mask edited, DuoAttention's policy against the same with every streaming head's, the
+stopped run, the refusals, and SmolLM2."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+import pytest
+import torch
+from sinkscope.core.errors import ModelLoadError
+from sinkscope.core.models import LoadedModel
+from sinkscope.experiments import kv_heads
+from sinkscope.experiments.kv_evict import SINKS
+from sinkscope.experiments.streaming import band_mask, builtin_text, perplexity
+from transformers import AttentionInterface, AttentionMaskInterface
+from transformers.masking_utils import eager_mask
+from transformers.models.llama.modeling_llama import eager_attention_forward
+
+from tests.test_families import N_TOKENS, build, loaded_tiny, slow_loaded
+
+BUDGET = 12
+EDITED = "test_edited_eager"
+
+
+@pytest.fixture(scope="module")
+def ids() -> list[int]:
+    return np.random.default_rng(17).integers(3, 96, size=N_TOKENS).tolist()
+
+
+@pytest.fixture(scope="module")
+def needs(ids: list[int]) -> kv_heads.HeadNeeds:
+    return kv_heads.head_needs(loaded_tiny("llama"), ids, BUDGET)
+
+
+def edited_eager(restricted: np.ndarray, band: torch.Tensor) -> None:
+    """Register transformers' eager attention with the (layer, head) ``restricted`` heads masked to ``band``."""
+
+    def attend(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+               attention_mask: torch.Tensor, **kwargs: object) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+        heads = torch.from_numpy(restricted[module.layer_idx])[None, :, None, None]  # (1, head, 1, 1)
+        blocked = heads & ~band  # (1, head, query, key)
+        mask = attention_mask.masked_fill(blocked, torch.finfo(attention_mask.dtype).min)
+        return eager_attention_forward(module, query, key, value, mask, **kwargs)
+
+    AttentionInterface.register(EDITED, attend)
+    AttentionMaskInterface.register(EDITED, eager_mask)
+
+
+def edited_nll(model: torch.nn.Module, ids: list[int], restricted: np.ndarray, budget: int) -> float:
+    """Mean NLL of ids[1:] from the eager forward with ``restricted`` heads masked to sinks + window."""
+    edited_eager(restricted, band_mask(len(ids), SINKS, budget - SINKS))
+    inputs = torch.tensor([ids])
+    with torch.no_grad():
+        logits = model(input_ids=inputs).logits[0, :-1]
+    return float(torch.nn.functional.cross_entropy(logits.double(), inputs[0, 1:]))
+
+
+@contextmanager
+def implementation(model: torch.nn.Module, name: str) -> Iterator[None]:
+    """``model`` attends with ``name`` for the block (a loaded model's own is put back after)."""
+    was = model.config._attn_implementation
+    model.config._attn_implementation = name
+    try:
+        yield
+    finally:
+        model.config._attn_implementation = was
+
+
+def test_each_heads_loss_change_equals_the_eager_forward_with_its_mask_edited(
+    needs: kv_heads.HeadNeeds, ids: list[int]
+) -> None:
+    edited_eager(np.zeros(needs.change.shape, dtype=bool), band_mask(len(ids), SINKS, BUDGET - SINKS))
+    model = build("llama", EDITED)
+    intact = edited_nll(model, ids, np.zeros(needs.change.shape, dtype=bool), BUDGET)
+    assert needs.dense_nll.mean() == pytest.approx(intact, abs=1e-5)
+    for layer, head in np.ndindex(needs.change.shape):
+        alone = np.zeros(needs.change.shape, dtype=bool)
+        alone[layer, head] = True
+        assert needs.change[layer, head] == pytest.approx(edited_nll(model, ids, alone, BUDGET) - intact, abs=1e-5)
+    assert np.abs(needs.change).max() > 1e-3  # the band does change what these heads read
+
+
+def test_duo_policy_is_the_forward_with_every_streaming_kv_heads_mask_edited(
+    needs: kv_heads.HeadNeeds, ids: list[int]
+) -> None:
+    change = np.zeros_like(needs.change)
+    change[0, 1] = change[1, 3] = 1.0  # two retrieval heads: their key-value heads (groups of two) keep everything
+    chosen = kv_heads.HeadNeeds(BUDGET, needs.dense_nll, change)
+    policy = kv_heads.duo_policy(loaded_tiny("llama"), ids, chosen)
+    assert policy.streaming.tolist() == [[False, True], [True, False], [True, True]]  # (layer, kv_head)
+    restricted = np.repeat(policy.streaming, 2, axis=1)  # (layer, head)
+    expected = edited_nll(build("llama", EDITED), ids, restricted, BUDGET)
+    assert policy.nll.mean() == pytest.approx(expected, abs=1e-5)
+    assert policy.cache_share == pytest.approx((2 * N_TOKENS + 4 * BUDGET) / (6 * N_TOKENS))
+
+
+def test_a_stopped_map_keeps_the_layers_it_measured_and_counts_the_rest_as_retrieval(ids: list[int]) -> None:
+    seen = []
+    stopped = kv_heads.head_needs(loaded_tiny("llama"), ids, BUDGET, lambda change, n: seen.append(change) and False)
+    assert len(seen) == 1 and np.isfinite(stopped.change[0]).all() and np.isnan(stopped.change[1:]).all()
+    policy = kv_heads.duo_policy(loaded_tiny("llama"), ids, stopped)
+    assert not policy.streaming[1:].any()  # unmeasured layers keep their whole cache
+
+
+def test_the_map_is_refused_where_it_would_be_wrong(ids: list[int]) -> None:
+    with pytest.raises(ModelLoadError, match="slow path"):
+        kv_heads.head_needs(slow_loaded("bloom"), ids, BUDGET)
+    with pytest.raises(ModelLoadError, match="sliding-window"):
+        kv_heads.head_needs(loaded_tiny("gemma3"), ids, BUDGET)
+
+
+def test_smollm2_heads_match_the_eager_forward_and_the_policy_keeps_its_loss(smollm2: LoadedModel) -> None:
+    ids = smollm2.encode(builtin_text(), 96, truncate=True)
+    budget, layers = 24, 2
+    found = kv_heads.head_needs(smollm2, ids, budget, lambda change, n: np.isnan(change[layers - 1]).all())
+    assert np.isfinite(found.change[:layers]).all() and np.isnan(found.change[layers:]).all()
+    model = smollm2.model
+    with implementation(model, EDITED):
+        intact = edited_nll(model, ids, np.zeros(found.change.shape, dtype=bool), budget)
+        worst = np.unravel_index(np.nanargmax(found.change), found.change.shape)
+        alone = np.zeros(found.change.shape, dtype=bool)
+        alone[worst] = True
+        assert found.change[worst] == pytest.approx(edited_nll(model, ids, alone, budget) - intact, abs=1e-4)
+    policy = kv_heads.duo_policy(smollm2, ids, found)
+    assert policy.streaming[:layers].any() and not policy.streaming[layers:].any()
+    assert perplexity(policy.nll) < 1.1 * perplexity(found.dense_nll)  # streaming heads cost little together
+
+
+def test_the_policy_curve_runs_from_every_head_streaming_to_the_dense_cache(
+    needs: kv_heads.HeadNeeds, ids: list[int]
+) -> None:
+    curve = kv_heads.policy_curve(loaded_tiny("llama"), ids, needs, (0.0, 0.5, 1.0))
+    every = edited_nll(build("llama", EDITED), ids, np.ones(needs.change.shape, dtype=bool), BUDGET)
+    for policies in curve.values():
+        assert [policy.retrieval_share for policy in policies] == [0.0, 0.5, 1.0]
+        assert policies[0].nll.mean() == pytest.approx(every, abs=1e-5)
+        np.testing.assert_allclose(policies[-1].nll, needs.dense_nll, atol=1e-5)
+    by_kv_head = needs.change.reshape(3, 2, 2).max(-1)  # (layer, kv_head, group) -> (layer, kv_head)
+    ranked = kv_heads.whole_heads(needs, 2, 0.5)
+    assert by_kv_head[ranked].min() >= by_kv_head[~ranked].max()  # the costliest half is kept whole
