@@ -294,3 +294,22 @@ def test_kv_with_a_budget_also_runs_the_eviction_policies(tmp_path: Path) -> Non
     assert float(rows[0]["first_kept"]) == 0 and float(rows[1]["first_kept"]) == 1 == float(rows[3]["first_kept"])
     too_long = cli("kv", "--text", "Hello there.", "--budget", "64", "--bits", "8", "--out", str(tmp_path / "short"))
     assert too_long.returncode == 2 and "never fills the cache" in too_long.stderr
+
+
+def test_kv_heads_writes_each_heads_loss_change_and_duoattentions_policy_curve(tmp_path: Path) -> None:
+    examples = json.loads((ROOT / "assets" / "examples.json").read_text(encoding="utf-8"))
+    text = tmp_path / "portuguese.txt"
+    text.write_text(next(e["text"] for e in examples if e["id"] == "portuguese"), encoding="utf-8")
+    done = cli("kv", "--text-file", str(text), "--bits", "8", "--protect", "none", "--budget", "16", "--heads",
+               "--out", str(tmp_path / "kv"))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    heads = list(csv.DictReader((tmp_path / "kv" / "heads.csv").open(encoding="utf-8")))
+    assert len(heads) == 30 * 9 and list(heads[0]) == ["layer", "head", "loss_change", "needs_context"]
+    assert {row["needs_context"] for row in heads} <= {"True", "False"}
+    duo = list(csv.DictReader((tmp_path / "kv" / "duo.csv").open(encoding="utf-8")))
+    assert [row["order"] for row in duo] == ["ranked"] * 6 + ["random"] * 6
+    dense = float(next(csv.DictReader((tmp_path / "kv" / "kv.csv").open(encoding="utf-8")))["perplexity"])
+    assert float(duo[5]["perplexity"]) == pytest.approx(dense, rel=1e-4)  # every head whole: the dense cache
+    assert float(duo[0]["cache_kept"]) < float(duo[5]["cache_kept"]) == 1
+    alone = cli("kv", "--text", "Hello there.", "--heads", "--out", str(tmp_path / "alone"))
+    assert alone.returncode == 2 and "--heads needs --budget" in alone.stderr

@@ -19,7 +19,9 @@ from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.masking_utils import eager_mask
 from transformers.models.llama.modeling_llama import eager_attention_forward
 
+from tests.test_app import array, chart
 from tests.test_families import N_TOKENS, build, loaded_tiny, slow_loaded
+from tests.test_lessons_app import open_page, submit
 
 BUDGET = 12
 EDITED = "test_edited_eager"
@@ -99,7 +101,7 @@ def test_duo_policy_is_the_forward_with_every_streaming_kv_heads_mask_edited(
 
 def test_a_stopped_map_keeps_the_layers_it_measured_and_counts_the_rest_as_retrieval(ids: list[int]) -> None:
     seen = []
-    stopped = kv_heads.head_needs(loaded_tiny("llama"), ids, BUDGET, lambda change, n: seen.append(change) and False)
+    stopped = kv_heads.head_needs(loaded_tiny("llama"), ids, BUDGET, lambda so_far: seen.append(so_far) and False)
     assert len(seen) == 1 and np.isfinite(stopped.change[0]).all() and np.isnan(stopped.change[1:]).all()
     policy = kv_heads.duo_policy(loaded_tiny("llama"), ids, stopped)
     assert not policy.streaming[1:].any()  # unmeasured layers keep their whole cache
@@ -115,7 +117,7 @@ def test_the_map_is_refused_where_it_would_be_wrong(ids: list[int]) -> None:
 def test_smollm2_heads_match_the_eager_forward_and_the_policy_keeps_its_loss(smollm2: LoadedModel) -> None:
     ids = smollm2.encode(builtin_text(), 96, truncate=True)
     budget, layers = 24, 2
-    found = kv_heads.head_needs(smollm2, ids, budget, lambda change, n: np.isnan(change[layers - 1]).all())
+    found = kv_heads.head_needs(smollm2, ids, budget, lambda so_far: not so_far.measured[layers - 1].all())
     assert np.isfinite(found.change[:layers]).all() and np.isnan(found.change[layers:]).all()
     model = smollm2.model
     with implementation(model, EDITED):
@@ -141,3 +143,21 @@ def test_the_policy_curve_runs_from_every_head_streaming_to_the_dense_cache(
     by_kv_head = needs.change.reshape(3, 2, 2).max(-1)  # (layer, kv_head, group) -> (layer, kv_head)
     ranked = kv_heads.whole_heads(needs, 2, 0.5)
     assert by_kv_head[ranked].min() >= by_kv_head[~ranked].max()  # the costliest half is kept whole
+
+
+def test_the_kv_page_maps_every_head_beside_its_kind_and_runs_duoattentions_policy(smollm2: LoadedModel) -> None:
+    at = open_page("kv")
+    at.select_slider(key="kv_h_tokens").set_value(128)
+    at.select_slider(key="kv_h_budget").set_value(32)
+    submit(at, "Measure every head")
+    shown = array(chart(at, "kv_heads_map")["data"][0]["z"])
+    assert shown.shape == (smollm2.info.n_layers, smollm2.info.n_heads) and np.isfinite(shown).all()
+    ids = smollm2.encode(builtin_text(), 128, truncate=True, add_bos=False)
+    first = kv_heads.head_needs(smollm2, ids, 32, lambda so_far: False)  # layer 0 only
+    np.testing.assert_allclose(shown[0], first.change[0], atol=1e-6)
+    assert array(chart(at, "kv_heads_kinds")["data"][0]["z"]).shape == shown.shape
+    said = " ".join(m.value for m in at.markdown)
+    assert f"of {shown.size} heads" in said and "Restricted all at once" in said
+    curve = chart(at, "kv_duo")["data"]
+    assert [line["name"] for line in curve] == ["whole heads chosen by the map", "whole heads chosen at random"]
+    assert curve[0]["x"][-1] == pytest.approx(100)  # every head whole: the full cache

@@ -1,14 +1,14 @@
 """KV-cache lab: compress the cache and see why the sinks must survive (a quantized cache, with and without its
-sinks in full precision; eviction policies at one budget)."""
+sinks in full precision; eviction policies at one budget; which heads need more than sinks + a window)."""
 
 import numpy as np
 import pandas as pd
 import streamlit as st
 from sinkscope import plot
-from sinkscope.core.capture import Trace
+from sinkscope.core.capture import Trace, analyze_ids
 from sinkscope.core.tokens import display_tokens
-from sinkscope.experiments import kv_evict, kv_quant
-from sinkscope.experiments.streaming import builtin_text
+from sinkscope.experiments import kv_evict, kv_heads, kv_quant
+from sinkscope.experiments.streaming import builtin_text, perplexity
 from sinkscope.plot.explore_figures import rolling_mean
 
 from views.state import cache, session
@@ -20,6 +20,7 @@ EVICT_TOKENS = (128, 256, 512)  # tokens of Python's help the policies run over
 BUDGETS = (16, 32, 64, 128)  # cache sizes to choose from
 SMOOTHING = 8  # tokens in the rolling mean of a loss curve
 PAPER_BITS = 3  # IntactKV's figure is at INT3
+ORDER_KEYS = {"ranked": "kv.order_ranked", "random": "kv.order_random"}
 
 
 def choices() -> tuple[tuple[int, ...], tuple[str, ...]] | None:
@@ -141,11 +142,79 @@ def eviction(request: session.Request) -> None:
     charts.show(plot.fig_lines(positions, smoothed, title, t("fig.position"), t("kv.loss")), "kv_evict_curves")
 
 
+def measure_heads(request: session.Request, n_tokens: int, budget: int) -> None:
+    """Every head's map over the first tokens of Python's help, then DuoAttention's policies: a bar and Stop while
+    it runs (a stopped map keeps its layers, and its policies count the rest as whole)."""
+    loaded = cache.get_model(request.model, request.dtype)
+    ids = loaded.encode(builtin_text(), n_tokens, truncate=True, add_bos=False)
+    bar, queue = st.progress(0.0, text=t("kv.heads_measuring")), cache.shared().queue(request.model)
+
+    def show(so_far: kv_heads.HeadNeeds) -> bool:
+        st.session_state["kv_heads_partial"] = so_far
+        done, total = int(so_far.measured.all(-1).sum()), so_far.change.shape[0]
+        bar.progress(done / total, text=t("kv.heads_progress", done=done, total=total))
+        queue.let_others_in()
+        return True
+
+    def run() -> tuple:
+        needs = kv_heads.head_needs(loaded, ids, budget, progress=show)
+        bar.progress(1.0, text=t("kv.heads_policies"))
+        return needs, kv_heads.duo_policy(loaded, ids, needs), kv_heads.policy_curve(loaded, ids, needs), ids
+
+    with stop_button.while_running("kv_heads_stop", "kv.stop_help"), queue.turn():
+        found = lessons.attempt(run)
+        kinds = None if found is None else analyze_ids(loaded, ids).heads
+    bar.empty()
+    if found is not None:
+        st.session_state["kv_heads"] = (*found, kinds)
+        st.session_state.pop("kv_heads_partial", None)
+
+
+def head_maps(needs: kv_heads.HeadNeeds, kinds: dict | None) -> None:
+    """The loss-change map, beside the head kinds of the same text where they were measured."""
+    if not needs.measured.all():
+        st.caption(t("kv.heads_stopped", done=int(needs.measured.all(-1).sum()), total=needs.change.shape[0]))
+    left, right = st.columns(2)
+    threshold = float(np.log1p(kv_heads.NEEDS_CONTEXT))
+    charts.show(plot.fig_head_needs(needs.change, threshold, needs.budget, lang=language()), "kv_heads_map", left)
+    if kinds is not None:
+        charts.show(plot.fig_head_map(kinds, "sink", lang=language()), "kv_heads_kinds", right)
+
+
+def heads(request: session.Request) -> None:
+    st.subheader(t("kv.heads_heading"))
+    st.markdown(t("kv.heads_intro", sinks=kv_evict.SINKS, rise=round(100 * kv_heads.NEEDS_CONTEXT)))
+    cells = st.columns(2)
+    n_tokens = cells[0].select_slider(t("kv.evict_tokens"), EVICT_TOKENS, value=EVICT_TOKENS[-1], key="kv_h_tokens")
+    budget = cells[1].select_slider(t("kv.evict_budget"), BUDGETS, value=BUDGETS[2], key="kv_h_budget")
+    if st.button(t("kv.heads_run"), key="kv_heads_run"):
+        measure_heads(request, n_tokens, budget)
+    partial = st.session_state.get("kv_heads_partial")
+    if partial is not None:  # a run stopped before its policies: the layers it measured
+        head_maps(partial, None)
+        st.markdown(say(kv_heads.said(partial, None)))
+        return
+    if "kv_heads" not in st.session_state:
+        return
+    needs, policy, curve, ids, kinds = st.session_state["kv_heads"]
+    head_maps(needs, kinds)
+    st.markdown(say(kv_heads.said(needs, policy)))
+    orders = {order: (t(ORDER_KEYS[order]), policies) for order, policies in curve.items()}
+    lines = {label: ([p.cache_share for p in policies], [p.perplexity for p in policies])
+             for label, policies in orders.values()}  # fmt: skip
+    charts.show(plot.fig_policy_curve(lines, perplexity(needs.dense_nll), lang=language()), "kv_duo")
+    lessons.paper_table([(t("kv.paper_duo"), t("kv.paper_duo_value"),
+                          t("kv.paper_duo_yours", times=times(1 / policy.cache_share), tokens=len(ids)))],
+                        t("kv.paper_duo_source"))  # fmt: skip
+
+
 def both(request: session.Request, trace: Trace) -> None:
     quantized(request, trace)
     eviction(request)
+    heads(request)
 
 
 def page() -> None:
-    """KV-cache lab: a quantized cache with and without its sinks, and eviction policies at one budget."""
+    """KV-cache lab: a quantized cache with and without its sinks, eviction policies at one budget, and the heads
+    that need the whole context."""
     lessons.lesson(("kv.title", "kv.intro"), both)

@@ -1,15 +1,20 @@
 """``sinkscope kv``: a text's perplexity under a quantized KV cache, for each bits x protection, against the dense
-float cache; with ``--budget``, the eviction policies at that cache size."""
+float cache; with ``--budget``, the eviction policies at that cache size, and with ``--heads`` each head's need of
+the whole context at that size and DuoAttention's policy built from it."""
 
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
 
 from sinkscope.cli.arguments import UsageError, ids_of, load, model_options, ranged, text_options, write_csv
 
+log = logging.getLogger(__name__)
 COLUMNS = ("bits", "protect", "perplexity")
 EVICT_COLUMNS = ("policy", "budget", "perplexity", "first_kept")
+HEAD_COLUMNS = ("layer", "head", "loss_change", "needs_context")
+DUO_COLUMNS = ("order", "whole_kv_heads", "cache_kept", "perplexity")
 
 
 def listed(value: str, allowed: tuple, kind: type, name: str) -> tuple:
@@ -31,6 +36,8 @@ def run(args: argparse.Namespace) -> None:
     bits = listed(args.bits, kv_quant.BITS, int, "bits")
     protections = listed(args.protect, kv_quant.PROTECTIONS, str, "protect")
     out = Path(args.out)
+    if args.heads and args.budget is None:
+        raise UsageError("--heads needs --budget: the cache size each head is restricted to.")
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {args.out} is a file, not a folder.")
     loaded = load(args)
@@ -47,6 +54,8 @@ def run(args: argparse.Namespace) -> None:
     print(out / "kv.csv")
     if args.budget is not None:
         evictions(loaded, list(trace.token_ids), args.budget, out)
+    if args.heads:
+        heads(loaded, list(trace.token_ids), args.budget, out)
 
 
 def evictions(loaded: object, ids: list[int], budget: int, out: Path) -> None:
@@ -65,6 +74,33 @@ def evictions(loaded: object, ids: list[int], budget: int, out: Path) -> None:
     print(out / "evict.csv")
 
 
+def heads(loaded: object, ids: list[int], budget: int, out: Path) -> None:
+    """Each head alone restricted to sinks + window (DIR/heads.csv), and DuoAttention's policy curve (DIR/duo.csv)."""
+    import numpy as np
+
+    from sinkscope.experiments import kv_heads
+
+    def layer_done(so_far: kv_heads.HeadNeeds) -> bool:
+        log.info("heads: layer %d/%d", int(so_far.measured.all(-1).sum()), so_far.change.shape[0])
+        return True
+
+    needs = kv_heads.head_needs(loaded, ids, budget, layer_done)
+    retrieval = needs.needs_context()
+    rows = [{"layer": layer, "head": head, "loss_change": float(change), "needs_context": bool(retrieval[layer, head])}
+            for (layer, head), change in np.ndenumerate(needs.change)]  # fmt: skip
+    write_csv(str(out / "heads.csv"), HEAD_COLUMNS, rows)
+    print(f"{int(retrieval.sum())} of {retrieval.size} heads need more than sinks + window (over "
+          f"{100 * kv_heads.NEEDS_CONTEXT:g}% perplexity each); {out / 'heads.csv'}")  # fmt: skip
+    curve = kv_heads.policy_curve(loaded, ids, needs)
+    duo = [{"order": order, "whole_kv_heads": policy.retrieval_share, "cache_kept": policy.cache_share,
+            "perplexity": policy.perplexity} for order, policies in curve.items() for policy in policies]  # fmt: skip
+    for row in duo:
+        print(f"{row['order']:6s} whole {100 * row['whole_kv_heads']:5.1f}%  cache {100 * row['cache_kept']:5.1f}%  "
+              f"ppl {row['perplexity']:10.3f}")  # fmt: skip
+    write_csv(str(out / "duo.csv"), DUO_COLUMNS, duo)
+    print(out / "duo.csv")
+
+
 def add(commands: argparse._SubParsersAction) -> None:
     command = commands.add_parser("kv", help="perplexity under a quantized KV cache, with and without its sinks")
     model_options(command)
@@ -74,5 +110,7 @@ def add(commands: argparse._SubParsersAction) -> None:
                          help="tokens kept in full precision: none, first4, sinks (the detected sinks)")  # fmt: skip
     command.add_argument("--budget", type=ranged("window"), help="also run the eviction policies at this cache size "
                          "(DIR/evict.csv: policy, budget, perplexity, first_kept)")  # fmt: skip
+    command.add_argument("--heads", action="store_true", help="with --budget: each head alone restricted to sinks + "
+                         "window (DIR/heads.csv) and DuoAttention's policy curve (DIR/duo.csv)")  # fmt: skip
     command.add_argument("--out", required=True, help="the folder to write kv.csv in (made if missing)")
     command.set_defaults(run=run)

@@ -25,7 +25,7 @@ from sinkscope.experiments.streaming import band_mask, dense, perplexity, token_
 
 NEEDS_CONTEXT = 0.01  # a head needs the whole context when its sinks + window alone raise perplexity by over 1%
 TAIL_TOLERANCE = 1e-3  # nats: the final norm and LM head applied here must give the model's own loss
-Progress = Callable[[np.ndarray, int], bool]  # ((layer, head) loss change so far, NaN: not yet; layers) -> go on?
+Progress = Callable[["HeadNeeds"], bool]  # the map so far (NaN where not yet measured) -> keep going?
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progr
             with attention.overriding(Banded(restricted, band).attend):
                 ablated = _final_nll(loaded, _run_blocks(loaded, hidden, layer, call.block_call), targets)
             change[layer] = (ablated - dense_nll).mean(-1).numpy()  # (head,)
-            if progress is not None and not progress(change.copy(), info.n_layers):
+            if progress is not None and not progress(HeadNeeds(budget, dense_nll.numpy(), change.copy())):
                 break
     return HeadNeeds(budget, dense_nll.numpy(), change)
 

@@ -1,4 +1,5 @@
-"""Figures of the KV-cache lab: which tokens each eviction policy keeps (the data of ``experiments.kv_evict``)."""
+"""Figures of the KV-cache lab: which tokens each eviction policy keeps (``experiments.kv_evict``), which heads need
+the whole context and what DuoAttention's policy costs (``experiments.kv_heads``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from sinkscope.core.i18n import Text
-from sinkscope.plot.explore_figures import MARGIN, category_ticks, escape, heading
+from sinkscope.plot.explore_figures import BELOW, LEGEND_BELOW, MARGIN, category_ticks, escape, heading
 
 TICKS = 40  # token labels on the axis at most
 
@@ -24,5 +25,47 @@ def fig_kept(shares: np.ndarray, policies: list[str], tokens: list[str], budget:
         yaxis={"autorange": "reversed"},
         height=160 + 40 * len(policies),
         margin=MARGIN,
+    )
+    return fig
+
+
+def fig_head_needs(change: np.ndarray, threshold: float, budget: int, lang: str = "en") -> go.Figure:
+    """layer x head: each head's loss change when it alone keeps sinks + window; a dot on those over ``threshold``
+    (nats), the retrieval heads. Blank where a stopped run did not reach."""
+    tr = Text(lang)
+    n_layers, n_heads = change.shape
+    layer, head = np.nonzero(np.nan_to_num(change, nan=-np.inf) > threshold)
+    reach = float(np.nanmax(np.abs(change))) if np.isfinite(change).any() else threshold
+    fig = go.Figure(go.Heatmap(z=change, x=np.arange(n_heads), y=np.arange(n_layers), zmid=0, zmin=-reach,
+                               zmax=reach, colorscale="RdBu_r", colorbar={"title": {"text": tr("fig.needs_scale")}},
+                               hovertemplate=tr("fig.needs_hover") + "<extra></extra>"))  # fmt: skip
+    fig.add_scatter(x=head, y=layer, mode="markers", marker={"symbol": "circle", "size": 7, "color": "black"},
+                    name=tr("fig.needs_marked"), hoverinfo="skip")  # fmt: skip
+    fig.update_layout(
+        title=heading(tr("fig.needs_title", budget=budget)),
+        xaxis={"title": tr("fig.head"), "dtick": 1, "range": [-0.5, n_heads - 0.5]},
+        yaxis={"title": tr("fig.layer"), "range": [n_layers - 0.5, -0.5]},
+        legend=LEGEND_BELOW,
+        height=max(320, 18 * n_layers + 140),
+        margin=BELOW,
+    )
+    return fig
+
+
+def fig_policy_curve(curves: dict[str, tuple[list[float], list[float]]], dense: float, lang: str = "en") -> go.Figure:
+    """Perplexity against the cache kept (share of the full cache), one line per way of choosing the whole heads
+    ({name: (cache shares, perplexities)}), beside the dense cache."""
+    tr = Text(lang)
+    fig = go.Figure()
+    for name, (cache, ppl) in curves.items():
+        fig.add_scatter(x=[100 * share for share in cache], y=ppl, name=name, mode="lines+markers")
+    fig.add_hline(y=dense, line_dash="dot", annotation_text=tr("kv.dense"), annotation_position="bottom right")
+    fig.update_layout(
+        title=heading(tr("fig.curve_title")),
+        xaxis={"title": tr("fig.cache_kept"), "ticksuffix": "%"},
+        yaxis={"title": tr("fig.perplexity")},
+        legend=LEGEND_BELOW,
+        height=380,
+        margin=BELOW,
     )
     return fig
