@@ -9,6 +9,9 @@ import pytest
 from sinkscope.core.capture import Trace
 from sinkscope.experiments import claims, cost, origin_claims
 from sinkscope.experiments.interventions import Outcome
+from sinkscope.experiments.kv_check import KVCheck
+from sinkscope.experiments.kv_evict import Eviction
+from sinkscope.experiments.kv_heads import DuoPolicy, HeadNeeds
 from sinkscope.experiments.nudges import Spread
 from sinkscope.findings import origins
 from sinkscope.lab.polarization import PolarizeRun
@@ -251,3 +254,40 @@ def test_a_quantized_cache_needs_its_sinks_when_they_win_back_what_it_lost(
     assert verdict.status == status
     assert claims.from_kv(None, (np.full(2, bare), np.full(2, kept))).status == "not_measured"
     assert claims.from_kv(outcome(2.0), None).status == "not_measured"
+
+
+def kv_check(first_kept: float, h2o: float, told: float, change: list[float], policy: float) -> KVCheck:
+    """Hand-built evidence: H2O keeping the first token in ``first_kept`` of its caches with mean NLL ``h2o`` (and
+    ``told`` with the sinks protected), heads whose restriction adds ``change`` nats to a mean NLL of 2, and a
+    policy of mean NLL ``policy``."""
+    eviction = Eviction(("h2o", "h2o_sinks"), 8, np.array([[h2o] * 3, [told] * 3]), np.ones((2, 1, 1, 4), bool),
+                        np.full((3, 2, 1, 1), -1), np.array([first_kept, 1.0]))  # fmt: skip
+    needs = HeadNeeds(8, np.full(3, 2.0), np.array([change]))
+    return KVCheck(eviction, needs, DuoPolicy(np.ones((1, 1), bool), np.full(3, policy), 0.25))
+
+
+@pytest.mark.parametrize(
+    ("first_kept", "told", "status"),
+    [(0.97, 2.0, "reproduces"),  # kept nearly everywhere; protecting the sinks adds nothing
+     (0.97, 1.8, "partly"),  # kept, but protecting the sinks still helps (e^0.2 = 1.22 > 1.1)
+     (0.6, 2.0, "differs")],  # dropped in 40% of the caches
+)  # fmt: skip
+def test_h2o_keeps_the_first_token_when_it_survives_nearly_every_cache(first_kept: float, told: float,
+                                                                        status: str) -> None:  # fmt: skip
+    verdict = claims.from_h2o(kv_check(first_kept, 2.0, told, [0.0], 2.0))
+    assert verdict.status == status
+    assert (verdict.why is None) == (status == "reproduces")
+    assert claims.from_h2o(None).status == "not_measured"
+
+
+@pytest.mark.parametrize(
+    ("change", "policy", "status"),
+    [([0.0, 0.005, 0.5], 2.1, "reproduces"),  # two of three heads under ln(1.01); together e^0.1 = 1.11 of dense
+     ([0.0, 0.005, 0.5], 2.5, "partly"),  # together e^0.5 = 1.65 of dense: small costs add up
+     ([0.0, 0.02, 0.5], 2.1, "differs")],  # one head of three streams
+)  # fmt: skip
+def test_most_heads_stream_when_over_half_cost_under_the_threshold_alone(change: list[float], policy: float,
+                                                                         status: str) -> None:  # fmt: skip
+    verdict = claims.from_heads(kv_check(1.0, 2.0, 2.0, change, policy))
+    assert verdict.status == status
+    assert claims.from_heads(None).status == "not_measured"

@@ -99,6 +99,19 @@ def test_streaming_explodes_only_when_evicting_the_sinks_doubles_perplexity() ->
     assert reveals.of_streaming({"dense": 17.5, "window": 21.7, "sinks": 21.6}).truth == "same"
 
 
+@pytest.mark.parametrize(
+    ("bare", "kept", "truth", "back"),
+    [(4.0, 2.5, "most", 90), (4.0, 3.5, "some", 46), (4.0, 4.2, "none", -26), (1.9, 1.9, "none", 0)],
+)  # fmt: skip
+def test_the_kv_answer_is_the_share_of_the_quantized_loss_the_sinks_win_back(
+    bare: float, kept: float, truth: str, back: int
+) -> None:
+    intact = Outcome(np.full(3, 2.0), (), {}, np.zeros(2), np.zeros(2))
+    shown = reveals.of_kv(intact, np.full(3, bare), np.full(3, kept), 2)
+    assert shown.truth == truth  # (e^4 - e^2.5) / (e^4 - e^2) = 0.90: most; a cache no worse than dense: none
+    assert shown.said[0].params["back"] == back
+
+
 def test_sinks_against_diagonals_is_counted() -> None:
     assert reveals.of_kinds(trace(["sink", "sink", "diagonal"], [0.9, 0.9, 0.0])).truth == "sink"
     assert reveals.of_kinds(trace(["sink", "diagonal", "diagonal"], [0.9, 0.0, 0.0])).truth == "diagonal"

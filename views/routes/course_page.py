@@ -1,4 +1,4 @@
-"""Course: ten steps through the pages; each asks a question, then reveals what holds on the learner's own text.
+"""Course: steps through the pages; each asks a question, then reveals what holds on the learner's own text.
 
 The step and the answers live in the link (``step``, ``answers``), so a teacher shares a step and students go on
 alone; ``present=1`` opens the presenter view.
@@ -13,17 +13,20 @@ import plotly.graph_objects as go
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capture import Trace
+from sinkscope.core.i18n import Message
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.core.tokens import token_labels
 from sinkscope.course import STEPS, Reveal, Step, answers_param, parse_answers, reveals, step_index
-from sinkscope.experiments import claims, interventions, stream_plan, writes
+from sinkscope.experiments import claims, interventions, kv_quant, stream_plan, writes
 from sinkscope.findings.heads import strongest
+from sinkscope.plot.explore_figures import rolling_mean
 
 from views.state import cache, navigation, session, url_state
 from views.text import language, say, t
 from views.widgets import charts, controls, lab_training, lessons, presenter, scoreboard, sink_cost
 
 Shown = tuple[Reveal, go.Figure | None]  # what a step reveals, and its one figure
+KV_SMOOTHING = 4  # tokens in the rolling mean of the quantized caches' loss (the texts are short)
 
 
 def restore() -> None:
@@ -102,6 +105,22 @@ def streaming(request: session.Request, trace: Trace) -> Shown:
     return reveals.of_streaming(ppl), fig
 
 
+def kv(request: session.Request, trace: Trace) -> Shown:
+    """The scoreboard's quantized caches of the learner's text, with and without the sinks, beside the float cache."""
+    loaded = cache.get_model(request.model, request.dtype)
+    if loaded.family.slow:  # its cache never reaches the quantizer
+        return Reveal("none", (Message.of("course.kv.not_measured"),)), None
+    intact = lessons.outcome(request, trace.token_ids, None)
+    bare, kept = lessons.cached(request, "kv_claim", (trace.token_ids,), lambda: kv_quant.claim_runs(loaded, trace),
+                                t("kv.measuring"))  # fmt: skip
+    names = (t("kv.dense"), t("kv.protect_none"), t("kv.protect_sinks"))
+    series = {name: rolling_mean(nll, KV_SMOOTHING).tolist() for name, nll in zip(names, (intact.nll, bare, kept),
+                                                                                   strict=True)}  # fmt: skip
+    fig = plot.fig_lines(list(range(1, trace.n_tokens)), series, t("kv.curve_title", bits=kv_quant.CLAIM_BITS,
+                         n=KV_SMOOTHING), t("fig.position"), t("kv.loss"))  # fmt: skip
+    return reveals.of_kv(intact, bare, kept, len(kv_quant.detected_sinks(trace))), fig
+
+
 def kinds(request: session.Request, trace: Trace) -> Shown:
     return reveals.of_kinds(trace), plot.fig_kind_counts(trace.heads["kind"], lang=language())
 
@@ -126,7 +145,7 @@ def scoreboard_step(request: session.Request, trace: Trace) -> Shown:
 
 SHOWN: dict[str, Callable[[session.Request, Trace], Shown]] = {
     "map": head_map, "budget": budget, "reads": reads, "massive": massive, "origins": origins, "break": break_sink,
-    "streaming": streaming, "kinds": kinds, "cost": cost, "lab": lab, "claims": scoreboard_step,
+    "streaming": streaming, "kv": kv, "kinds": kinds, "cost": cost, "lab": lab, "claims": scoreboard_step,
 }  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from sinkscope.core.capture import LayerMaps, Trace, analyze, attention_maps, th
 from sinkscope.core.errors import SinkscopeError, TokenLimitError
 from sinkscope.core.models import LoadedModel, load_model, resolve_device
 from sinkscope.core.tokens import adds_bos_by_default, has_bos
-from sinkscope.experiments import stream_plan, streaming
+from sinkscope.experiments import kv_check, kv_evict, stream_plan, streaming
 from sinkscope.serving.runs import BoundedCache, RunQueue
 from sinkscope.serving.settings import Settings
 
@@ -143,6 +143,14 @@ def streaming_check_job(loaded: LoadedModel, spec: str, dtype: str) -> Job:
     return Job(spec, ("claims_streaming", dtype), run)
 
 
+def kv_check_job(loaded: LoadedModel, spec: str, dtype: str) -> Job | None:
+    """The scoreboard's KV-cache check (``kv_check.check``): one per model and dtype, made by the warm start; None
+    for a model whose cache is not evicted here (its claims say "not measured" quietly)."""
+    if kv_evict.refusal(loaded) is not None:
+        return None
+    return Job(spec, ("claims_kv", dtype), lambda: kv_check.check(loaded))
+
+
 def get_trace(request: Request) -> Trace:
     job = trace_job(get_model(request.model, request.dtype), request)
     return run_once(job.queue, job.key, job.run, t("common.running_model"))
@@ -150,8 +158,8 @@ def get_trace(request: Request) -> Trace:
 
 def warm_examples() -> None:
     """Load the default model and analyze every example text into the shared cache, as the sidebar would ask
-    for them, then run the scoreboard's streaming check: once when the server starts, so a class's first visits
-    find their heatmaps ready and a scoreboard runs only what depends on its text."""
+    for them, then run the scoreboard's streaming and KV-cache checks: once when the server starts, so a class's
+    first visits find their heatmaps ready and a scoreboard runs only what depends on its text."""
     config = settings()
     spec = next(key for key in BUNDLED if config.allows(key))  # the sidebar's first choice
     if not BUNDLED[spec].installed():
@@ -161,7 +169,10 @@ def warm_examples() -> None:
     add_bos = adds_bos_by_default(loaded.tokenizer) if has_bos(loaded.tokenizer) else None
     for example in EXAMPLES.values():
         trace_job(loaded, Request(spec, dtype, example["text"], add_bos, truncate=False)).result("warm-up")
-    streaming_check_job(loaded, spec, dtype).result("warm-up")  # the scoreboard's part that no text changes
+    streaming_check_job(loaded, spec, dtype).result("warm-up")  # the scoreboard's parts that no text changes
+    kv_job = kv_check_job(loaded, spec, dtype)
+    if kv_job is not None:
+        kv_job.result("warm-up")
 
 
 def get_layer_maps(request: Request, trace: Trace, layer: int) -> LayerMaps:

@@ -31,6 +31,8 @@ SHOWN = {  # claim -> (catalogue key of the claim, of the published figure, the 
     "sink_built_early": ("claims.sink_built_early", "claims.sink_built_early.published", "origins"),
     "mlp_lifetime": ("claims.mlp_lifetime", "claims.mlp_lifetime.published", "origins"),
     "kv_sinks": ("claims.kv_sinks", "claims.kv_sinks.published", "kv"),
+    "h2o_first": ("claims.h2o_first", "claims.h2o_first.published", "kv"),
+    "heads_stream": ("claims.heads_stream", "claims.heads_stream.published", "kv"),
 }
 COLUMNS = {
     "claim": "claims.col_claim", "verdict": "claims.col_verdict", "yours": "claims.col_yours",
@@ -51,7 +53,8 @@ def streaming_check(request: session.Request) -> dict[str, float]:
 
 
 def text_runs(request: session.Request, trace: Trace) -> dict[str, cache.Job]:
-    """The runs the verdicts need of this text (and the streaming check, run once per server), by what they are."""
+    """The runs the verdicts need of this text (and the streaming and KV-cache checks, run once per server), by what
+    they are."""
     layers, ids = tuple(range(trace.shape[0])), trace.token_ids
     every = interventions.heads_of_kind(trace.heads["kind"], "all", layers)
     runs = {
@@ -65,6 +68,9 @@ def text_runs(request: session.Request, trace: Trace) -> dict[str, cache.Job]:
     loaded = cache.get_model(request.model, request.dtype)
     if not loaded.family.slow:  # its cache never reaches the quantizer: the claim says "not measured" quietly
         runs["kv"] = lessons.job(request, "kv_claim", (ids,), lambda: kv_quant.claim_runs(loaded, trace))
+    kv_job = cache.kv_check_job(loaded, request.model, request.dtype)
+    if kv_job is not None:
+        runs["kv_check"] = kv_job
     return runs
 
 
@@ -90,6 +96,7 @@ def measured(request: session.Request, trace: Trace) -> list[claims.Verdict]:
         removed=_pair(found, "removed"),
         kv=found.get("kv"),
         intact=found["intact"],
+        kv_check=found.get("kv_check"),
     )
     return claims.scoreboard(evidence)
 

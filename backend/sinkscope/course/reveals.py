@@ -15,8 +15,9 @@ from sinkscope.core.i18n import Message, times
 from sinkscope.core.names import DEFAULT_EPS, KIND_THRESHOLD, Kind
 from sinkscope.course.steps import Reveal, Step
 from sinkscope.experiments import cost, stream_plan
-from sinkscope.experiments.claims import CLAIMS, STATUSES, Verdict
+from sinkscope.experiments.claims import CLAIMS, RECOVERS, STATUSES, Verdict
 from sinkscope.experiments.interventions import DROP_FROM, Outcome
+from sinkscope.experiments.kv_quant import CLAIM_BITS
 from sinkscope.experiments.writes import WriteRemoved, first_writes
 from sinkscope.findings import heads as head_findings
 from sinkscope.findings import residual, words
@@ -28,14 +29,13 @@ LEARNED_MASS = 0.01  # a learned sink logit that takes more than 1% of a row on 
 
 def choice_values(step: Step) -> dict[str, float]:
     """The thresholds a step's choices state ("under 0.1 nats"), read from ``findings.words``."""
-    return {"break": {"barely": words.BARELY, "lot": words.A_LOT}, "streaming": {"explodes": words.EXPLODES}}.get(
-        step.id, {}
-    )
+    return {"break": {"barely": words.BARELY, "lot": words.A_LOT}, "streaming": {"explodes": words.EXPLODES},
+            "kv": {"most": round(100 * RECOVERS)}}.get(step.id, {})  # fmt: skip
 
 
 def question_values(step: Step) -> dict[str, object]:
     """The declared settings a step's question states (the streaming cache, the number of claims), never typed."""
-    return {"streaming": stream_plan.check_values(), "claims": {"total": len(CLAIMS)},
+    return {"streaming": stream_plan.check_values(), "claims": {"total": len(CLAIMS)}, "kv": {"bits": CLAIM_BITS},
             "break": {"first": DROP_FROM, "page": Message.of("break.title")}}.get(step.id, {})  # fmt: skip
 
 
@@ -111,6 +111,17 @@ def of_streaming(ppl: Mapping[str, float]) -> Reveal:
     truth = words.perplexity_word(ratio)
     said = Message.of("course.streaming.said", dense=round(ppl["dense"], 1), window_ppl=round(ppl["window"], 1),
                       sinks_ppl=round(ppl["sinks"], 1), ratio=times(ratio), **stream_plan.check_values())  # fmt: skip
+    return Reveal(truth, (said,))
+
+
+def of_kv(intact: Outcome, bare: np.ndarray, kept: np.ndarray, sinks: int) -> Reveal:
+    """How much of what a CLAIM_BITS-bit cache loses comes back when the ``sinks`` detected sinks stay in full
+    precision (``bare`` and ``kept``: per-token NLL), read with the scoreboard's RECOVERS."""
+    dense, without, with_sinks = (float(np.exp(np.mean(nll))) for nll in (intact.nll, bare, kept))
+    back = (without - with_sinks) / (without - dense) if without > dense else 0.0
+    truth = "most" if back > RECOVERS else "some" if back > 0 else "none"
+    said = Message.of("course.kv.said", bits=CLAIM_BITS, dense=round(dense, 1), bare=round(without, 1),
+                      kept=round(with_sinks, 1), n=sinks, back=round(100 * back))  # fmt: skip
     return Reveal(truth, (said,))
 
 

@@ -1,4 +1,4 @@
-"""The course's path: eleven steps, each with a question, its choices, and the page whose result it reveals.
+"""The course's path: its steps, each with a question, its choices, and the page whose result it reveals.
 
 Questions and choices are catalogue keys (``course.<step>.question``, ``course.<step>.<choice>``). What holds on
 the learner's own model is computed in ``sinkscope.course.reveals`` from measured data. Progress lives in the
@@ -40,6 +40,7 @@ STEPS = (
     Step("origins", "origins", ("attention", "mlp", "none")),
     Step("break", "break", ("barely", "some", "lot")),
     Step("streaming", "streaming", ("same", "little", "explodes")),
+    Step("kv", "kv", ("most", "some", "none")),
     Step("kinds", "diagonals", ("sink", "diagonal", "same")),
     Step("cost", "diagonals", ("sink", "diagonal", "same", "depends")),
     Step("lab", "lab", ("yes", "no")),

@@ -17,12 +17,15 @@ import numpy as np
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message, times
 from sinkscope.core.names import DEFAULT_EPS
-from sinkscope.experiments import cost
+from sinkscope.experiments import cost, kv_check
 from sinkscope.experiments.interventions import DROP_FROM, Outcome
+from sinkscope.experiments.kv_check import KVCheck
+from sinkscope.experiments.kv_heads import NEEDS_CONTEXT
 from sinkscope.experiments.kv_quant import CLAIM_BITS
 from sinkscope.experiments.nudges import DIRECTIONS, QUARTERS, SPREAD, Spread
 from sinkscope.experiments.origin_claims import CORRELATES, FIRST_BLOCKS, from_origins
 from sinkscope.experiments.stream_plan import check_values
+from sinkscope.experiments.streaming import perplexity
 from sinkscope.experiments.verdicts import STATUSES, Verdict, graded
 from sinkscope.findings import words
 from sinkscope.findings.heads import sink_reading
@@ -33,12 +36,14 @@ from sinkscope.lab.toy import LEARNED, SILENT, SINK, Finding, TrainingRun, findi
 CLAIMS = (
     "softmax_sink", "value_little", "streaming", "plus_one", "half_space", "dense_smooths",
     "sink_cheaper", "polarizes", "sigmoid_flat", "toy_sink", "learned_sink", "gated", "massive_first", "one_token",
-    "secondary_sinks", "sink_built_early", "mlp_lifetime", "kv_sinks",
+    "secondary_sinks", "sink_built_early", "mlp_lifetime", "kv_sinks", "h2o_first", "heads_stream",
 )  # fmt: skip
 __all__ = ["CLAIMS", "STATUSES", "Evidence", "Verdict", "how", "scoreboard"]
 RATE_HOLDS, RATE_PARTLY = 50.0, 25.0  # sink rate (%) above which the claim reproduces, or partly does
 STREAM_NEAR = 1.25  # sinks + window within 25% of dense perplexity keep streaming "near dense"
 RECOVERS = 1 / 2  # keeping the sinks "rescues" a quantized cache when it wins back over half of what it lost
+KEEPS_FIRST = 0.9  # H2O "keeps the first token" when over 90% of its full caches hold it
+MOST = 1 / 2  # "most heads": over half
 SIGMOID_SPREAD = 0.8  # a sigmoid run whose final entropy stays above 0.8 did not polarize
 
 
@@ -240,6 +245,38 @@ def from_kv(intact: Outcome | None, kv: tuple[np.ndarray, np.ndarray] | None) ->
     return graded("kv_sinks", int(hurts) + int(hurts and rescued), 2, measured, evidence, why)
 
 
+def from_h2o(found: KVCheck | None) -> Verdict:
+    """H2O, never told about sinks, keeps the first token in over KEEPS_FIRST of its full caches, and telling it
+    (the first tokens never evicted) improves its perplexity by less than LITTLE_WORSE."""
+    if found is None:
+        return Verdict("h2o_first", "not_measured", None)
+    evicted = found.eviction
+    share, told = float(evicted.first_kept[0]), evicted.perplexity(1)
+    keeps, little = share > KEEPS_FIRST, evicted.perplexity(0) < LITTLE_WORSE * told
+    measured = _said("claims.yours.h2o_first", share=round(100 * share, 1), h2o=round(evicted.perplexity(0), 2),
+                     told=round(told, 2), **kv_check.values())  # fmt: skip
+    evidence = _said("claims.evidence.h2o_first", **kv_check.values())
+    why = _said("claims.why.h2o_first" if not keeps else "claims.why.h2o_told", keeps=round(100 * KEEPS_FIRST),
+                little=LITTLE_WORSE)  # fmt: skip
+    return graded("h2o_first", int(keeps) + int(keeps and little), 2, measured, evidence, why)
+
+
+def from_heads(found: KVCheck | None) -> Verdict:
+    """Over half of the heads, restricted alone to sinks + window, raise perplexity by at most NEEDS_CONTEXT; and
+    DuoAttention's policy (all of them restricted at once) stays within STREAM_NEAR of dense perplexity."""
+    if found is None:
+        return Verdict("heads_stream", "not_measured", None)
+    share, dense, policy = found.needs.streaming_share(), perplexity(found.needs.dense_nll), found.policy.perplexity
+    most, near = share > MOST, policy <= STREAM_NEAR * dense
+    held = round(100 * found.policy.cache_share)
+    measured = _said("claims.yours.heads_stream", share=round(100 * share), dense=round(dense, 2),
+                     policy=round(policy, 2), held=held, **kv_check.values())  # fmt: skip
+    evidence = _said("claims.evidence.heads_stream", heads=found.needs.change.size, **kv_check.values())
+    why = _said("claims.why.heads_stream" if not most else "claims.why.heads_together",
+                rise=round(100 * NEEDS_CONTEXT), near=round(100 * (STREAM_NEAR - 1)))  # fmt: skip
+    return graded("heads_stream", int(most) + int(most and near), 2, measured, evidence, why)
+
+
 @dataclass(frozen=True)
 class Evidence:
     """Everything the scoreboard reads; a run that could not be made is None and its claim is not measured."""
@@ -254,6 +291,7 @@ class Evidence:
     removed: tuple[Outcome, Outcome] | None = None  # (intact, interventions.default_drop: layers DROP_FROM ..)
     kv: tuple[np.ndarray, np.ndarray] | None = None  # NLL of a 2-bit cache with nothing, and the sinks, kept
     intact: Outcome | None = None  # the text's intact run (the float cache the quantized ones are measured against)
+    kv_check: KVCheck | None = None  # H2O and the per-head map on Python's help (``kv_check``)
 
 
 def how() -> Message:
@@ -262,7 +300,8 @@ def how() -> Message:
                  near=round(100 * (STREAM_NEAR - 1)), collapse=times(EXPLODES), sink=SINK, silent=SILENT,
                  spread=SIGMOID_SPREAD, above=100 - SPREAD[0], directions=DIRECTIONS, positions=len(QUARTERS),
                  blocks=FIRST_BLOCKS, correlates=CORRELATES, bits=CLAIM_BITS, little=LITTLE_WORSE,
-                 recovers=round(100 * RECOVERS), **check_values())  # fmt: skip
+                 recovers=round(100 * RECOVERS), keeps=round(100 * KEEPS_FIRST), rise=round(100 * NEEDS_CONTEXT),
+                 kv_tokens=kv_check.TOKENS, kv_cache=kv_check.BUDGET, **check_values())  # fmt: skip
 
 
 def scoreboard(evidence: Evidence) -> list[Verdict]:
@@ -270,6 +309,7 @@ def scoreboard(evidence: Evidence) -> list[Verdict]:
     found = [*from_trace(evidence.trace, evidence.removed), *from_lab(evidence.backcopy),
              *from_polarize(evidence.polarize), from_cost(evidence.cost), from_sensitivity(evidence.sensitivity),
              from_streaming(evidence.streaming), from_dense(*(evidence.dense or (None, None))),
-             *from_origins(evidence.trace), from_kv(evidence.intact, evidence.kv)]  # fmt: skip
+             *from_origins(evidence.trace), from_kv(evidence.intact, evidence.kv), from_h2o(evidence.kv_check),
+             from_heads(evidence.kv_check)]  # fmt: skip
     by_claim = {verdict.claim: verdict for verdict in found}
     return [by_claim[claim] for claim in CLAIMS]

@@ -127,17 +127,25 @@ class Eviction:
         return self.kept.mean(axis=(1, 2))
 
 
+def refusal(loaded: LoadedModel) -> ModelLoadError | None:
+    """Why a cache of this model cannot be evicted token by token here (nor one head restricted), or None."""
+    family = loaded.family
+    if family.slow:  # its attention runs in the family's own code
+        return ModelLoadError("error.kv_slow", family=loaded.info.family)
+    if family.attention_layers is not None or any(family.sliding_layers(loaded.model.config)):  # state, windows
+        return ModelLoadError("error.evict_model", family=family.name)
+    return None
+
+
 def evict(
     loaded: LoadedModel, ids: list[int], budget: int, policies: tuple[str, ...] = POLICIES,
     progress: Progress | None = None,
 ) -> Eviction:  # fmt: skip
     """Every policy at one ``budget``, side by side, token by token over ``ids``."""
     check_ids(require_loaded(loaded), ids)
-    if loaded.family.slow:
-        raise ModelLoadError("error.kv_slow", family=loaded.info.family)
-    family, config = loaded.family, loaded.model.config
-    if family.attention_layers is not None or any(family.sliding_layers(config)):  # state or windows of their own
-        raise ModelLoadError("error.evict_model", family=family.name)
+    refused = refusal(loaded)
+    if refused is not None:
+        raise refused
     ranges.check("window", budget)
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:

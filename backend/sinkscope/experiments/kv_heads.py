@@ -20,7 +20,7 @@ from sinkscope.core.capture import run_forward
 from sinkscope.core.errors import ModelLoadError
 from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
-from sinkscope.experiments.kv_evict import SINKS
+from sinkscope.experiments.kv_evict import SINKS, refusal
 from sinkscope.experiments.streaming import band_mask, dense, perplexity, token_nll
 
 NEEDS_CONTEXT = 0.01  # a head needs the whole context when its sinks + window alone raise perplexity by over 1%
@@ -83,20 +83,19 @@ def _allowed(mask: torch.Tensor) -> torch.Tensor:
 
 
 def _check_model(loaded: LoadedModel) -> None:
-    family, config = loaded.family, loaded.model.config
-    if family.slow:
-        raise ModelLoadError("error.kv_slow", family=loaded.info.family)
-    if family.attention_layers is not None or any(family.sliding_layers(config)):
-        raise ModelLoadError("error.evict_model", family=family.name)
+    refused = refusal(loaded)
+    if refused is not None:
+        raise refused
 
 
 def _final_nll(loaded: LoadedModel, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """(lane, token, d_model) h^L -> (lane, token - 1) NLL of ``targets``: the final norm, then the LM head."""
+    """(lane, position, d_model) h^L -> (lane, position) NLL of each position's ``targets``: the final norm, then the
+    LM head."""
     model, norm = loaded.model, loaded.family.read_norms(loaded.model)[-1]
     softcap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
     rows = []
-    for lane in hidden:  # one lane's (token, vocab) logits at a time
-        logits = model.get_output_embeddings()(norm(lane[:-1]) if norm is not None else lane[:-1])
+    for lane in hidden:  # one lane's (position, vocab) logits at a time
+        logits = model.get_output_embeddings()(norm(lane) if norm is not None else lane)
         if softcap:
             logits = torch.tanh(logits / softcap) * softcap
         rows.append(torch.from_numpy(token_nll(logits, targets)))
@@ -139,8 +138,9 @@ def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progr
     band = band_mask(len(ids), SINKS, budget - SINKS).to(model.device)
     change = np.full((info.n_layers, info.n_heads), np.nan)
     lanes = torch.arange(info.n_heads)  # lane i restricts head i
+    reached = min(budget, len(ids) - 1)  # predictions from positions before the budget see every key anyway
     with torch.inference_mode():
-        dense_nll = _final_nll(loaded, stream[-1:], targets)[0]
+        dense_nll = _final_nll(loaded, stream[-1:, :-1], targets)[0]
         if float((dense_nll - model_nll).abs().max()) > TAIL_TOLERANCE:  # a family scaling its logits its own way
             raise ModelLoadError("error.kv_heads_model", family=loaded.family.name)
         for layer in range(info.n_layers):
@@ -148,8 +148,9 @@ def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progr
             restricted[lanes, layer, lanes] = True  # (lane, layer, head)
             hidden = stream[layer].expand(info.n_heads, -1, -1)  # (lane, token, d_model): the layer's dense input
             with attention.overriding(Banded(restricted, band).attend):
-                ablated = _final_nll(loaded, _run_blocks(loaded, hidden, layer, call.block_call), targets)
-            change[layer] = (ablated - dense_nll).mean(-1).numpy()  # (head,)
+                final = _run_blocks(loaded, hidden, layer, call.block_call)[:, reached:-1]  # (lane, position, d)
+                ablated = _final_nll(loaded, final, targets[reached:])
+            change[layer] = ((ablated - dense_nll[reached:]).sum(-1) / len(dense_nll)).numpy()  # (head,)
             if progress is not None and not progress(HeadNeeds(budget, dense_nll.numpy(), change.copy())):
                 break
     return HeadNeeds(budget, dense_nll.numpy(), change)
