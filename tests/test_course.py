@@ -109,7 +109,7 @@ def test_the_kv_answer_is_the_share_of_the_quantized_loss_the_sinks_win_back(
     intact = Outcome(np.full(3, 2.0), (), {}, np.zeros(2), np.zeros(2))
     shown = reveals.of_kv(intact, np.full(3, bare), np.full(3, kept), 2)
     assert shown.truth == truth  # (e^4 - e^2.5) / (e^4 - e^2) = 0.90: most; a cache no worse than dense: none
-    assert shown.said[0].params["back"] == back
+    assert dict(shown.said[0].params)["back"] == back
 
 
 def test_sinks_against_diagonals_is_counted() -> None:
