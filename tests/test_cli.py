@@ -296,13 +296,16 @@ def test_kv_with_a_budget_also_runs_the_eviction_policies(tmp_path: Path) -> Non
     assert too_long.returncode == 2 and "never fills the cache" in too_long.stderr
 
 
-def test_kv_heads_writes_each_heads_loss_change_and_duoattentions_policy_curve(tmp_path: Path) -> None:
+def test_kv_heads_writes_each_heads_loss_change_duoattentions_policy_curve_and_the_figures(tmp_path: Path) -> None:
     examples = json.loads((ROOT / "assets" / "examples.json").read_text(encoding="utf-8"))
     text = tmp_path / "portuguese.txt"
     text.write_text(next(e["text"] for e in examples if e["id"] == "portuguese"), encoding="utf-8")
     done = cli("kv", "--text-file", str(text), "--bits", "8", "--protect", "none", "--budget", "16", "--heads",
-               "--out", str(tmp_path / "kv"))  # fmt: skip
+               "--figures", "--lang", "pt", "--out", str(tmp_path / "kv"))  # fmt: skip
     assert done.returncode == 0, done.stderr
+    figures = {"kv_curves", "kv_kept", "kv_evict_curves", "kv_heads_map", "kv_duo"}
+    assert {path.name for path in (tmp_path / "kv").iterdir()} >= {f"{n}.{f}" for n in figures for f in ("png", "svg")}
+    assert "cabeça" in (tmp_path / "kv" / "kv_heads_map.svg").read_text(encoding="utf-8")  # in the language asked
     heads = list(csv.DictReader((tmp_path / "kv" / "heads.csv").open(encoding="utf-8")))
     assert len(heads) == 30 * 9 and list(heads[0]) == ["layer", "head", "loss_change", "needs_context"]
     assert {row["needs_context"] for row in heads} <= {"True", "False"}

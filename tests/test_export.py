@@ -162,3 +162,15 @@ def test_an_svg_of_a_text_with_control_characters_is_valid_xml() -> None:
     fig = go.Figure(go.Heatmap(z=np.eye(4), x=list(range(4)), y=list(range(4))))
     fig.update_layout(title="a\x01b", xaxis={"tickvals": list(range(4)), "ticktext": labels})
     ElementTree.fromstring(export.image(fig.update_layout(title=visible(fig.layout.title.text)), "svg", "x\x01"))
+
+
+def test_a_heatmap_under_a_two_line_heading_keeps_its_rows_on_their_ticks() -> None:
+    from sinkscope.plot.kv_figures import fig_head_needs
+
+    change = np.zeros((30, 9))  # SmolLM2's heads
+    change[-1] = 0.05  # the last layer dark: its cells must reach the x axis
+    fig = fig_head_needs(change, 0.01, 16)  # a two-line heading over a 50 px top margin
+    png = np.asarray(Image.open(io.BytesIO(export.image(fig, "png", "caption"))).convert("RGB")).astype(int)
+    column = png[:, png.shape[1] // 3]  # through head 0
+    background = (np.abs(column - [229, 236, 246]).sum(-1) < 6).nonzero()[0]  # Plotly's plot-area colour
+    assert background.size == 0, f"rows slid off the plot: background at y {background.min()}..{background.max()}"

@@ -8,8 +8,8 @@ from sinkscope import plot
 from sinkscope.core.capture import Trace, analyze_ids
 from sinkscope.core.tokens import display_tokens
 from sinkscope.experiments import kv_evict, kv_heads, kv_quant
-from sinkscope.experiments.streaming import builtin_text, perplexity
-from sinkscope.plot.explore_figures import rolling_mean
+from sinkscope.experiments.streaming import builtin_text
+from sinkscope.plot import kv_slides
 
 from views.state import cache, session
 from views.text import language, local_table, num, percent, plain, say, t, times
@@ -18,9 +18,7 @@ from views.widgets import charts, lessons, stop_button
 SHOWN_BITS = (2, 3, 4)  # the form's first choice: where protection matters
 EVICT_TOKENS = (128, 256, 512)  # tokens of Python's help the policies run over
 BUDGETS = (16, 32, 64, 128)  # cache sizes to choose from
-SMOOTHING = 8  # tokens in the rolling mean of a loss curve
 PAPER_BITS = 3  # IntactKV's figure is at INT3
-ORDER_KEYS = {"ranked": "kv.order_ranked", "random": "kv.order_random"}
 
 
 def choices() -> tuple[tuple[int, ...], tuple[str, ...]] | None:
@@ -43,18 +41,6 @@ def table(rows: list[kv_quant.KVRow]) -> None:
     st.dataframe(local_table(pd.DataFrame(shown), 2), hide_index=True, key="kv_table")
 
 
-def curves(rows: list[kv_quant.KVRow], trace: Trace) -> None:
-    """The per-token loss of the fewest bits measured, one line per protection, beside the dense cache."""
-    fewest = min(row.bits for row in rows if row.bits)
-    series = {t("kv.dense"): rows[0].nll}
-    series |= {t(kv_quant.PROTECT_KEYS[row.protect]): row.nll for row in rows if row.bits == fewest}
-    smoothed = {name: rolling_mean(nll, SMOOTHING).tolist() for name, nll in series.items()}
-    positions = list(range(1, trace.n_tokens))
-    fig = plot.fig_lines(positions, smoothed, t("kv.curve_title", bits=fewest, n=SMOOTHING), t("fig.position"),
-                         t("kv.loss"))  # fmt: skip
-    charts.show(fig, "kv_curves")
-
-
 def quantized(request: session.Request, trace: Trace) -> None:
     st.subheader(t("kv.quant_heading"))
     st.markdown(t("kv.quant_intro", group=kv_quant.GROUP, first=kv_quant.FIRST_KEPT))
@@ -73,7 +59,7 @@ def quantized(request: session.Request, trace: Trace) -> None:
     found = kv_quant.said(rows)
     if found is not None:
         st.markdown(say(found))
-    curves(rows, trace)
+    charts.show(kv_slides.quantized_curves(rows, lang=language()), "kv_curves")
     lessons.paper_table([(t("kv.paper_intactkv", bits=PAPER_BITS), t("kv.paper_intactkv_value"), yours(rows))],
                         t("kv.paper_source"))  # fmt: skip
 
@@ -135,11 +121,8 @@ def eviction(request: session.Request) -> None:
         st.markdown(say(message))
     ids = st.session_state["kv_evicted"][1]
     tokens = list(display_tokens(cache.get_model(request.model, request.dtype).tokenizer, ids))
-    charts.show(plot.fig_kept(found.kept_share(), labels, tokens, found.budget, lang=language()), "kv_kept")
-    smoothed = {label: rolling_mean(found.nll[lane], SMOOTHING).tolist() for lane, label in enumerate(labels)}
-    title = t("kv.evict_curve_title", budget=found.budget, n=SMOOTHING)
-    positions = list(range(1, found.nll.shape[1] + 1))
-    charts.show(plot.fig_lines(positions, smoothed, title, t("fig.position"), t("kv.loss")), "kv_evict_curves")
+    for key, fig in kv_slides.eviction_figures(found, tokens, lang=language()).items():
+        charts.show(fig, key)
 
 
 def measure_heads(request: session.Request, n_tokens: int, budget: int) -> None:
@@ -175,8 +158,7 @@ def head_maps(needs: kv_heads.HeadNeeds, kinds: dict | None) -> None:
     if not needs.measured.all():
         st.caption(t("kv.heads_stopped", done=int(needs.measured.all(-1).sum()), total=needs.change.shape[0]))
     left, right = st.columns(2)
-    threshold = float(np.log1p(kv_heads.NEEDS_CONTEXT))
-    charts.show(plot.fig_head_needs(needs.change, threshold, needs.budget, lang=language()), "kv_heads_map", left)
+    charts.show(kv_slides.head_figures(needs, None, lang=language())["kv_heads_map"], "kv_heads_map", left)
     if kinds is not None:
         charts.show(plot.fig_head_map(kinds, "sink", lang=language()), "kv_heads_kinds", right)
 
@@ -199,10 +181,7 @@ def heads(request: session.Request) -> None:
     needs, policy, curve, ids, kinds = st.session_state["kv_heads"]
     head_maps(needs, kinds)
     st.markdown(say(kv_heads.said(needs, policy)))
-    orders = {order: (t(ORDER_KEYS[order]), policies) for order, policies in curve.items()}
-    lines = {label: ([p.cache_share for p in policies], [p.perplexity for p in policies])
-             for label, policies in orders.values()}  # fmt: skip
-    charts.show(plot.fig_policy_curve(lines, perplexity(needs.dense_nll), lang=language()), "kv_duo")
+    charts.show(kv_slides.head_figures(needs, curve, lang=language())["kv_duo"], "kv_duo")
     lessons.paper_table([(t("kv.paper_duo"), t("kv.paper_duo_value"),
                           t("kv.paper_duo_yours", times=times(1 / policy.cache_share), tokens=len(ids)))],
                         t("kv.paper_duo_source"))  # fmt: skip

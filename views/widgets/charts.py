@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from sinkscope.core.bundled import BUNDLED, shown_label
 from sinkscope.plot import export
+from sinkscope.plot.explore_figures import room_for_title
 
 from views.text import language, local_figure, t
 
@@ -43,5 +44,5 @@ def downloads(fig: go.Figure, key: str, where: object = st) -> None:
 def show(fig: go.Figure, key: str, where: object = st, height: str = "content") -> None:
     """``fig`` in ``where`` (the page, a column), in the viewer's language, with its downloads; ``height="stretch"``
     fills what its column leaves."""
-    where.plotly_chart(local_figure(fig), key=key, height=height)
+    where.plotly_chart(local_figure(room_for_title(fig)), key=key, height=height)
     downloads(fig, key, where)

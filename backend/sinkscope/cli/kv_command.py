@@ -1,6 +1,7 @@
 """``sinkscope kv``: a text's perplexity under a quantized KV cache, for each bits x protection, against the dense
 float cache; with ``--budget``, the eviction policies at that cache size, and with ``--heads`` each head's need of
-the whole context at that size and DuoAttention's policy built from it."""
+the whole context at that size and DuoAttention's policy built from it; with ``--figures``, each as PNG and SVG for
+slides, in the language asked."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from sinkscope.cli.arguments import UsageError, ids_of, load, model_options, ranged, text_options, write_csv
+from sinkscope.cli.arguments import UsageError, ids_of, load, model_options, ranged, text_options, the_text, write_csv
+from sinkscope.core.bundled import shown_label
+from sinkscope.core.i18n import LANGUAGES
 
 log = logging.getLogger(__name__)
 COLUMNS = ("bits", "protect", "perplexity")
@@ -32,6 +35,7 @@ def listed(value: str, allowed: tuple, kind: type, name: str) -> tuple:
 def run(args: argparse.Namespace) -> None:
     from sinkscope.core.capture import analyze_ids
     from sinkscope.experiments import kv_quant
+    from sinkscope.plot import export, kv_slides
 
     bits = listed(args.bits, kv_quant.BITS, int, "bits")
     protections = listed(args.protect, kv_quant.PROTECTIONS, str, "protect")
@@ -40,25 +44,33 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError("--heads needs --budget: the cache size each head is restricted to.")
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {args.out} is a file, not a folder.")
+    if args.figures and not export.available():
+        raise UsageError("figures need Chromium for Plotly's static export: apt-get install chromium, or BROWSER_PATH.")
     loaded = load(args)
     trace = analyze_ids(loaded, ids_of(args, loaded))
     print(f"model: {loaded.info.badge()}\n{trace.n_tokens} tokens; sinks kept by 'sinks': "
           f"{', '.join(map(str, kv_quant.detected_sinks(trace)))}")  # fmt: skip
-    rows = []
-    for row in kv_quant.quantized_table(loaded, trace, bits, protections):
+    rows, table = [], kv_quant.quantized_table(loaded, trace, bits, protections)
+    for row in table:
         shown = {"bits": row.bits or "dense", "protect": row.protect if row.bits else "-", "perplexity": row.perplexity}
         rows.append(shown)
         print(f"{shown['bits']!s:>6}  {shown['protect']:7s}  ppl {row.perplexity:10.3f}")
     out.mkdir(parents=True, exist_ok=True)
     write_csv(str(out / "kv.csv"), COLUMNS, rows)
     print(out / "kv.csv")
+    figures = {"kv_curves": kv_slides.quantized_curves(table, lang=args.lang)} if len(table) > 1 else {}
     if args.budget is not None:
-        evictions(loaded, list(trace.token_ids), args.budget, out)
+        found = evictions(loaded, list(trace.token_ids), args.budget, out)
+        figures |= kv_slides.eviction_figures(found, list(trace.tokens), lang=args.lang)
     if args.heads:
-        heads(loaded, list(trace.token_ids), args.budget, out)
+        figures |= kv_slides.head_figures(*heads(loaded, list(trace.token_ids), args.budget, out), lang=args.lang)
+    if args.figures:
+        captions = export.captions(figures, shown_label(loaded.info.label, args.lang), the_text(args))
+        for path in export.write_all(figures, captions, out, ("png", "svg")):
+            print(path)
 
 
-def evictions(loaded: object, ids: list[int], budget: int, out: Path) -> None:
+def evictions(loaded: object, ids: list[int], budget: int, out: Path) -> object:
     """The eviction policies at ``budget`` over the text: DIR/evict.csv, one row per policy."""
     from sinkscope.experiments import kv_evict
 
@@ -72,9 +84,10 @@ def evictions(loaded: object, ids: list[int], budget: int, out: Path) -> None:
               f"{100 * row['first_kept']:5.1f}%")  # fmt: skip
     write_csv(str(out / "evict.csv"), EVICT_COLUMNS, rows)
     print(out / "evict.csv")
+    return found
 
 
-def heads(loaded: object, ids: list[int], budget: int, out: Path) -> None:
+def heads(loaded: object, ids: list[int], budget: int, out: Path) -> tuple:
     """Each head alone restricted to sinks + window (DIR/heads.csv), and DuoAttention's policy curve (DIR/duo.csv)."""
     import numpy as np
 
@@ -99,6 +112,7 @@ def heads(loaded: object, ids: list[int], budget: int, out: Path) -> None:
               f"ppl {row['perplexity']:10.3f}")  # fmt: skip
     write_csv(str(out / "duo.csv"), DUO_COLUMNS, duo)
     print(out / "duo.csv")
+    return needs, curve
 
 
 def add(commands: argparse._SubParsersAction) -> None:
@@ -112,5 +126,7 @@ def add(commands: argparse._SubParsersAction) -> None:
                          "(DIR/evict.csv: policy, budget, perplexity, first_kept)")  # fmt: skip
     command.add_argument("--heads", action="store_true", help="with --budget: each head alone restricted to sinks + "
                          "window (DIR/heads.csv) and DuoAttention's policy curve (DIR/duo.csv)")  # fmt: skip
+    command.add_argument("--figures", action="store_true", help="also write each figure as PNG and SVG in DIR")
+    command.add_argument("--lang", default="en", choices=list(LANGUAGES), help="the figures' language")
     command.add_argument("--out", required=True, help="the folder to write kv.csv in (made if missing)")
     command.set_defaults(run=run)

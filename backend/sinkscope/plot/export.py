@@ -28,6 +28,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from sinkscope.core.errors import ExportError, reason_of
 from sinkscope.core.tokens import visible
+from sinkscope.plot.explore_figures import room_for_title
 
 FORMATS = ("png", "svg")
 WIDTH, HEIGHT = 1280, 720  # a 16:9 slide
@@ -176,7 +177,7 @@ def image(fig: go.Figure, fmt: str, caption: str) -> bytes:
     if fmt not in FORMATS:
         raise ExportError("export.unknown_format", fmt=fmt, formats=", ".join(FORMATS))
     opts = {"format": fmt, "width": WIDTH, "height": HEIGHT, "scale": _scale(fmt)}
-    drawn = _drawn(lambda browser: browser.calc_fig(fig.to_dict(), opts=opts))
+    drawn = _drawn(lambda browser: browser.calc_fig(room_for_title(go.Figure(fig)).to_dict(), opts=opts))
     return with_caption(drawn, fmt, caption)
 
 
@@ -187,7 +188,7 @@ def write_all(
     caption under it."""
     folder.mkdir(parents=True, exist_ok=True)
     specs = [
-        {"fig": fig.to_dict(), "path": folder / f"{name}.{fmt}",
+        {"fig": room_for_title(go.Figure(fig)).to_dict(), "path": folder / f"{name}.{fmt}",
          "opts": {"format": fmt, "width": WIDTH, "height": HEIGHT, "scale": _scale(fmt)}}
         for name, fig in figures.items() for fmt in formats
     ]  # fmt: skip

@@ -44,8 +44,9 @@ def fig_head_needs(change: np.ndarray, threshold: float, budget: int, lang: str 
     fig.update_layout(
         title=heading(tr("fig.needs_title", budget=budget)),
         xaxis={"title": tr("fig.head"), "dtick": 1, "range": [-0.5, n_heads - 0.5]},
-        yaxis={"title": tr("fig.layer"), "range": [n_layers - 0.5, -0.5]},
+        yaxis={"title": tr("fig.layer"), "range": [n_layers - 0.5, -0.5]},  # fixed: markers would pad it
         legend=LEGEND_BELOW,
+        showlegend=True,  # the dots' one entry
         height=max(320, 18 * n_layers + 140),
         margin=BELOW,
     )

@@ -1,0 +1,52 @@
+"""The KV-cache lab's figures with their labels in one language: the page shows them and ``sinkscope kv --figures``
+writes them for slides (the quantized caches' loss, which tokens each eviction policy keeps and what it costs, the
+per-head map and DuoAttention's policy curve)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from sinkscope.core.i18n import Text
+from sinkscope.experiments import kv_evict, kv_heads, kv_quant
+from sinkscope.experiments.streaming import perplexity
+from sinkscope.plot.explore_figures import fig_lines, rolling_mean
+from sinkscope.plot.kv_figures import fig_head_needs, fig_kept, fig_policy_curve
+
+SMOOTHING = 8  # tokens in the rolling mean of a loss curve
+ORDER_KEYS = {"ranked": "kv.order_ranked", "random": "kv.order_random"}
+
+
+def quantized_curves(rows: list[kv_quant.KVRow], lang: str = "en") -> go.Figure:
+    """The per-token loss at the fewest bits measured, one line per protection, beside the dense cache."""
+    tr = Text(lang)
+    fewest = min(row.bits for row in rows if row.bits)
+    series = {tr("kv.dense"): rows[0].nll}
+    series |= {tr(kv_quant.PROTECT_KEYS[row.protect]): row.nll for row in rows if row.bits == fewest}
+    smoothed = {name: rolling_mean(nll, SMOOTHING).tolist() for name, nll in series.items()}
+    positions = list(range(1, len(rows[0].nll) + 1))
+    return fig_lines(positions, smoothed, tr("kv.curve_title", bits=fewest, n=SMOOTHING), tr("fig.position"),
+                     tr("kv.loss"))  # fmt: skip
+
+
+def eviction_figures(found: kv_evict.Eviction, tokens: list[str], lang: str = "en") -> dict[str, go.Figure]:
+    """Which tokens each policy keeps at the last step, and each policy's per-token loss."""
+    tr = Text(lang)
+    labels = [tr(kv_evict.POLICY_KEYS[p]) for p in found.policies]
+    smoothed = {label: rolling_mean(found.nll[lane], SMOOTHING).tolist() for lane, label in enumerate(labels)}
+    positions = list(range(1, found.nll.shape[1] + 1))
+    title = tr("kv.evict_curve_title", budget=found.budget, n=SMOOTHING)
+    return {"kv_kept": fig_kept(found.kept_share(), labels, tokens, found.budget, lang=lang),
+            "kv_evict_curves": fig_lines(positions, smoothed, title, tr("fig.position"), tr("kv.loss"))}  # fmt: skip
+
+
+def head_figures(needs: kv_heads.HeadNeeds, curve: dict[str, list[kv_heads.DuoPolicy]] | None,
+                 lang: str = "en") -> dict[str, go.Figure]:  # fmt: skip
+    """The per-head map and, given, DuoAttention's policy curve for each way of choosing the whole heads."""
+    shown = {"kv_heads_map": fig_head_needs(needs.change, float(np.log1p(kv_heads.NEEDS_CONTEXT)), needs.budget,
+                                            lang=lang)}  # fmt: skip
+    if curve is not None:
+        lines = {Text(lang)(ORDER_KEYS[order]): ([p.cache_share for p in policies], [p.perplexity for p in policies])
+                 for order, policies in curve.items()}  # fmt: skip
+        shown["kv_duo"] = fig_policy_curve(lines, perplexity(needs.dense_nll), lang=lang)
+    return shown
