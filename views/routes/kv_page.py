@@ -30,6 +30,7 @@ def choices() -> tuple[tuple[int, ...], tuple[str, ...]] | None:
                                        format_func=lambda p: t(kv_quant.PROTECT_KEYS[p]), key="kv_protect")  # fmt: skip
         if st.form_submit_button(t("kv.run"), type="primary") and bits and protect:
             st.session_state["kv_asked"] = (tuple(sorted(bits)), tuple(p for p in kv_quant.PROTECTIONS if p in protect))
+            st.session_state.pop("kv_rows_partial", None)  # asked again: a stopped run starts over
     return st.session_state.get("kv_asked")
 
 
@@ -41,6 +42,34 @@ def table(rows: list[kv_quant.KVRow]) -> None:
     st.dataframe(local_table(pd.DataFrame(shown), 2), hide_index=True, key="kv_table")
 
 
+def quantized_rows(request: session.Request, trace: Trace, asked: tuple) -> list[kv_quant.KVRow] | None:
+    """The rows asked for on this text: measured once per session with a bar and Stop (a stopped run keeps its
+    rows until asked again)."""
+    key = (trace.token_ids, asked)
+    for name in ("kv_rows", "kv_rows_partial"):
+        kept = st.session_state.get(name)
+        if kept is not None and kept[0] == key:
+            if name == "kv_rows_partial":
+                st.caption(t("kv.quant_stopped", done=len(kept[1]), total=1 + len(asked[0]) * len(asked[1])))
+            return kept[1]
+    loaded = cache.get_model(request.model, request.dtype)
+    bar, queue = st.progress(0.0, text=t("kv.measuring")), cache.shared().queue(request.model)
+
+    def show(rows: list[kv_quant.KVRow], total: int) -> bool:
+        st.session_state["kv_rows_partial"] = (key, list(rows))
+        bar.progress(len(rows) / total, text=t("kv.quant_progress", done=len(rows), total=total))
+        queue.let_others_in()
+        return True
+
+    with stop_button.while_running("kv_quant_stop", "kv.stop_help"), queue.turn():
+        rows = lessons.attempt(lambda: kv_quant.quantized_table(loaded, trace, *asked, progress=show))
+    bar.empty()
+    if rows is not None:
+        st.session_state["kv_rows"] = (key, rows)
+        st.session_state.pop("kv_rows_partial", None)
+    return rows
+
+
 def quantized(request: session.Request, trace: Trace) -> None:
     st.subheader(t("kv.quant_heading"))
     st.markdown(t("kv.quant_intro", group=kv_quant.GROUP, first=kv_quant.FIRST_KEPT))
@@ -49,17 +78,15 @@ def quantized(request: session.Request, trace: Trace) -> None:
     st.caption(plain(t("kv.sinks_kept", tokens=", ".join(f"{j}:{trace.tokens[j]}" for j in sinks) or "—")))
     if asked is None:
         return
-    loaded = cache.get_model(request.model, request.dtype)
-    run = lambda: kv_quant.quantized_table(loaded, trace, *asked)  # noqa: E731
-    rows = lessons.attempt(lambda: lessons.cached(request, "kv_quant", (trace.token_ids, *asked), run,
-                                                  t("kv.measuring")))  # fmt: skip
+    rows = quantized_rows(request, trace, asked)
     if rows is None:
         return
     table(rows)
     found = kv_quant.said(rows)
     if found is not None:
         st.markdown(say(found))
-    charts.show(kv_slides.quantized_curves(rows, lang=language()), "kv_curves")
+    if len(rows) > 1:  # a run stopped after the dense cache has no quantized curve yet
+        charts.show(kv_slides.quantized_curves(rows, lang=language()), "kv_curves")
     lessons.paper_table([(t("kv.paper_intactkv", bits=PAPER_BITS), t("kv.paper_intactkv_value"), yours(rows))],
                         t("kv.paper_source"))  # fmt: skip
 

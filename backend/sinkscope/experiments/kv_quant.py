@@ -9,6 +9,7 @@ cache: a group's range is taken over its whole group, as KIVI does once a group 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,6 +29,7 @@ BITS = (2, 3, 4, 8)
 PROTECTIONS = ("none", "first4", "sinks")
 FIRST_KEPT = 4  # "first4": StreamingLLM's four initial tokens
 FEWEST_QUERIES = 8  # a key's key_sink says it is a sink only when at least this many queries come after it
+Progress = Callable[[list["KVRow"], int], bool]  # (rows so far, rows asked) -> keep going?
 
 
 def _ranges(x: torch.Tensor, keep: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -126,14 +128,18 @@ class KVRow:
 
 
 def quantized_table(
-    loaded: LoadedModel, trace: Trace, bits: tuple[int, ...] = BITS, protections: tuple[str, ...] = PROTECTIONS
-) -> list[KVRow]:
-    """The dense cache, then every bits x protection, on ``trace``'s text (its sinks detected from it)."""
+    loaded: LoadedModel, trace: Trace, bits: tuple[int, ...] = BITS, protections: tuple[str, ...] = PROTECTIONS,
+    progress: Progress | None = None,
+) -> list[KVRow]:  # fmt: skip
+    """The dense cache, then every bits x protection, on ``trace``'s text (its sinks detected from it); ``progress``
+    may stop the run after any row, keeping the rows measured."""
     ids, sinks = list(trace.token_ids), detected_sinks(trace)
+    asked = [(b, protect) for b in bits for protect in protections]
     rows = [KVRow(0, "none", dense(loaded, ids))]
-    for b in bits:
-        for protect in protections:
-            rows.append(KVRow(b, protect, quantized_nll(loaded, ids, b, protected(protect, len(ids), sinks))))
+    for b, protect in asked:
+        if progress is not None and not progress(rows, 1 + len(asked)):
+            break
+        rows.append(KVRow(b, protect, quantized_nll(loaded, ids, b, protected(protect, len(ids), sinks))))
     return rows
 
 
