@@ -142,3 +142,13 @@ def test_the_kv_page_runs_the_eviction_policies_and_draws_what_each_keeps(smollm
     np.testing.assert_allclose(shown["perplexity"].to_numpy(), [found.perplexity(i) for i in range(4)], rtol=1e-4)
     assert kv_evict.said(found).text("en") in " ".join(m.value for m in at.markdown)
     assert array(chart(at, "kv_kept")["data"][0]["z"]).shape == (len(kv_evict.POLICIES), len(ids))
+
+
+def test_a_stopped_quantized_table_keeps_the_rows_it_measured(smollm2: object) -> None:
+    trace = english(smollm2)
+    seen = []
+    rows = kv_quant.quantized_table(smollm2, trace, (2, 4), ("none",), lambda so_far, total: seen.append(total)
+                                    or len(so_far) < 2)  # fmt: skip
+    assert [(row.bits, row.protect) for row in rows] == [(0, "none"), (2, "none")] and seen == [3, 3]
+    whole = kv_quant.quantized_table(smollm2, trace, (2,), ("none",))
+    np.testing.assert_array_equal(rows[1].nll, whole[1].nll)
