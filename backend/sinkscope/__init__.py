@@ -26,6 +26,11 @@ Where a sink is made: ``trace.key_sink`` (layer, key) is the attention each key 
 ``first_writes(trace)`` (which block builds the first token's massive activation), ``remove_write`` and
 ``qk_attribution(model, trace.token_ids, layer, head)`` (a head's score on key 0, one term per residual component).
 
+The KV-cache lab: ``quantized_table(model, trace)`` (a KIVI-style quantized cache, with and without the sinks in
+full precision), ``evict(model, ids, budget)`` (window, sinks + window, H2O, H2O with its sinks kept, as lanes of one
+batch), ``head_needs(model, ids, budget)`` (every head alone restricted to sinks + window) and ``duo_policy`` /
+``policy_curve`` (DuoAttention's cache built from it).
+
 A census of a whole corpus runs on Ray (``sinkscope.run_census``; ``sinkscope census`` on the command line).
 
 Figures (``sinkscope.plot``) take these arrays and return Plotly figures; importing them, the
@@ -70,6 +75,12 @@ _EXPORTS = {
     "secondary_sinks": "sinkscope.findings.origins",
     "streaming_nll": "sinkscope.experiments.streaming",
     "perplexity": "sinkscope.experiments.streaming",
+    "quantized_table": "sinkscope.experiments.kv_quant",
+    "quantized_nll": "sinkscope.experiments.kv_quant",
+    "evict": "sinkscope.experiments.kv_evict",
+    "head_needs": "sinkscope.experiments.kv_heads",
+    "duo_policy": "sinkscope.experiments.kv_heads",
+    "policy_curve": "sinkscope.experiments.kv_heads",
     "polarize": "sinkscope.lab.polarization",
     "train": "sinkscope.lab.toy",
     "TrainingRun": "sinkscope.lab.toy",
