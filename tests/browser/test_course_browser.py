@@ -24,6 +24,7 @@ SAID = {  # a sentence each step computes from the French example (the default i
     "origins": "construit l'activation massive du premier jeton",
     "break": "Perplexité",
     "streaming": "Sur 512 jetons de l'aide de Python",
+    "kv": "le cache en flottants a une perplexité de",
     "kinds": "183 têtes puits",
     "cost": "alignés : la norme du puits",
     "lab": "sur BOS aux requêtes dormantes",

@@ -270,7 +270,7 @@ def from_heads(found: KVCheck | None) -> Verdict:
     most, near = share > MOST, policy <= STREAM_NEAR * dense
     held = round(100 * found.policy.cache_share)
     measured = _said("claims.yours.heads_stream", share=round(100 * share), dense=round(dense, 2),
-                     policy=round(policy, 2), held=held, **kv_check.values())  # fmt: skip
+                     policy=round(policy, 2), held=held)  # fmt: skip
     evidence = _said("claims.evidence.heads_stream", heads=found.needs.change.size, **kv_check.values())
     why = _said("claims.why.heads_stream" if not most else "claims.why.heads_together",
                 rise=round(100 * NEEDS_CONTEXT), near=round(100 * (STREAM_NEAR - 1)))  # fmt: skip

@@ -23,7 +23,7 @@ from sinkscope.core.names import TITLES, Kind
 MARGIN = {"l": 50, "r": 20, "t": 50, "b": 40}
 BELOW = {"l": 50, "r": 20, "t": 50, "b": 110}  # room for a legend under the axis title
 LEGEND_BELOW = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}  # not over the axis title
-TITLE_LINE, TITLE_PAD = 20, 28  # px per heading line (15 px letters), and the heading's pad above the plot
+TITLE_LINE, TITLE_PAD = 24, 36  # px per heading line (15 px letters), and room under it above the plot
 KIND_COLORS = {Kind.SINK: "#d62728", Kind.DIAGONAL: "#1f77b4", Kind.PREVIOUS_TOKEN: "#2ca02c", Kind.MIXED: "#bbbbbb"}
 
 
@@ -45,12 +45,13 @@ def heading(text: str, subtitle: str = "", width: int = 34) -> dict[str, object]
 
 
 def room_for_title(fig: go.Figure) -> go.Figure:
-    """``fig`` with a top margin that already holds its heading's lines. Plotly grows the margin itself (the title's
-    automargin), but a heatmap drawn before it grows keeps the old plot height: its rows slide off their ticks
-    (measured in static exports of two-line headings under a 50 px margin)."""
+    """A heatmap ``fig`` with a top margin that already holds its heading's lines. Plotly grows the margin itself
+    (the title's automargin), but a heatmap drawn before it grows keeps the old plot height: its rows slide off
+    their ticks (seen in the browser and in static exports of two-line headings under a 50 px margin). Other
+    figures are left to the automargin, which places their titles best."""
     text = fig.layout.title.text or ""
     needed = TITLE_LINE * (text.count("<br>") + 1) + TITLE_PAD if text else 0
-    if (fig.layout.margin.t or 0) < needed:
+    if any(trace.type == "heatmap" for trace in fig.data) and (fig.layout.margin.t or 0) < needed:
         fig.update_layout(margin_t=needed)
     return fig
 

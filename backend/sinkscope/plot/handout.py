@@ -42,7 +42,7 @@ th, td { border: 1px solid #ccc; padding: 0.3rem 0.4rem; text-align: left; verti
   p { margin: 1mm 0; } .new-page { break-before: page; } figure, tr, .ss-figure { break-inside: avoid; }
   blockquote { display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical; overflow: hidden; }
   .ss-head-map .ss-body { grid-template-rows: auto 105mm auto auto auto; }
-  .heads figure { width: 62mm; } table { font-size: 5.6pt; line-height: 1.15; } th, td { padding: 0.3mm 0.7mm; }
+  .heads figure { width: 62mm; } table { font-size: 5.4pt; line-height: 1.15; } th, td { padding: 0.3mm 0.7mm; }
   .definitions { font-size: 6pt; line-height: 1.15; } .definitions ul { margin: 1mm 0; padding-left: 4mm; }
   .definitions h2 { font-size: 8pt; margin: 1mm 0 0.5mm; }
 }
