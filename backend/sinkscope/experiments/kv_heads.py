@@ -22,6 +22,7 @@ from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.experiments.kv_evict import SINKS, refusal
 from sinkscope.experiments.streaming import band_mask, dense, perplexity, token_nll
+from sinkscope.findings.words import LITTLE_WORSE
 
 NEEDS_CONTEXT = 0.01  # a head needs the whole context when its sinks + window alone raise perplexity by over 1%
 TAIL_TOLERANCE = 1e-3  # nats: the final norm and LM head applied here must give the model's own loss
@@ -222,7 +223,8 @@ def policy_curve(
 
 
 def said(needs: HeadNeeds, policy: DuoPolicy | None) -> Message | None:
-    """How many heads work with sinks + window, and what DuoAttention's policy built from them costs."""
+    """How many heads work with sinks + window, and what DuoAttention's policy built from them costs (whether the
+    heads' small costs add up to a perplexity LITTLE_WORSE than dense)."""
     measured = int(needs.measured.sum())
     if not measured:
         return None
@@ -231,5 +233,6 @@ def said(needs: HeadNeeds, policy: DuoPolicy | None) -> Message | None:
                   share=round(100 * needs.streaming_share()), dense=round(perplexity(needs.dense_nll), 2))  # fmt: skip
     if policy is None:
         return Message.of("kv.heads_said", **params)
-    return Message.of("kv.heads_policy_said", **params, policy=round(policy.perplexity, 2),
-                      cache=round(100 * policy.cache_share))  # fmt: skip
+    adds_up = policy.perplexity >= LITTLE_WORSE * perplexity(needs.dense_nll)
+    return Message.of("kv.heads_policy_said" if adds_up else "kv.heads_policy_little", **params,
+                      policy=round(policy.perplexity, 2), cache=round(100 * policy.cache_share))  # fmt: skip
