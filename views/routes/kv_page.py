@@ -210,7 +210,7 @@ def heads(request: session.Request) -> None:
     st.markdown(say(kv_heads.said(needs, policy)))
     charts.show(kv_slides.head_figures(needs, curve, lang=language())["kv_duo"], "kv_duo")
     lessons.paper_table([(t("kv.paper_duo"), t("kv.paper_duo_value"),
-                          t("kv.paper_duo_yours", times=times(1 / policy.cache_share), tokens=len(ids)))],
+                          t("kv.paper_duo_yours", times=times(policy.cache_share), tokens=len(ids)))],
                         t("kv.paper_duo_source"))  # fmt: skip
 
 
