@@ -42,16 +42,24 @@ class QKTerms:
         return [(self.parts[i], float(self.terms[i])) for i in order]
 
 
+def _eps(norm: torch.nn.Module) -> float:
+    return float(getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6)))
+
+
+def _rms_gain(norm: torch.nn.Module) -> torch.Tensor:
+    """An RMSNorm's gain (width,), read off its output for a vector of ones: what a family adds to its weight (Gemma's
+    1 + weight) comes with it."""
+    ones = torch.ones(norm.weight.shape[-1], dtype=norm.weight.dtype, device=norm.weight.device)
+    return norm(ones).float() * math.sqrt(1 + _eps(norm))  # RMSNorm of ones: gain / sqrt(1 + eps)
+
+
 def _frozen_norm(norm: torch.nn.Module, state: torch.Tensor) -> tuple[torch.Tensor, float, torch.Tensor | None]:
     """An RMSNorm or LayerNorm as gain * (x - centring) * scale (+ bias), its scale frozen at ``state`` (d_model,):
     (gain (d_model,), scale, bias or None)."""
-    eps = float(getattr(norm, "variance_epsilon", getattr(norm, "eps", 1e-6)))
-    ones = torch.ones_like(state)
     if isinstance(norm, torch.nn.LayerNorm):
-        scale = 1 / math.sqrt(float(state.var(unbiased=False)) + eps)
+        scale = 1 / math.sqrt(float(state.var(unbiased=False)) + _eps(norm))
         return norm.weight.float(), scale, None if norm.bias is None else norm.bias.float()
-    gain = norm(ones.to(norm.weight.dtype)).float() * math.sqrt(1 + eps)  # RMSNorm of ones: gain / sqrt(1 + eps)
-    return gain, 1 / math.sqrt(float(state.pow(2).mean()) + eps), None
+    return _rms_gain(norm), 1 / math.sqrt(float(state.pow(2).mean()) + _eps(norm)), None
 
 
 def _key_parts(loaded: LoadedModel, layer: int, parts: torch.Tensor, state: torch.Tensor) -> torch.Tensor:
@@ -76,10 +84,9 @@ def _key_parts(loaded: LoadedModel, layer: int, parts: torch.Tensor, state: torc
     if k_norm is not None:  # Qwen3, Gemma-3, OLMo-2: a norm on the keys themselves, its scale frozen the same way
         width = k_norm.weight.shape[-1]
         grouped = raw.reshape(raw.shape[0], -1, width)  # (part + 1, groups, width)
-        gain, _, _ = _frozen_norm(k_norm, grouped[0])
-        eps = float(getattr(k_norm, "variance_epsilon", getattr(k_norm, "eps", 1e-6)))
         total = grouped.sum(0)  # (groups, width): the key before its norm
-        raw = (grouped * gain / (total.pow(2).mean(-1, keepdim=True) + eps).sqrt()).reshape(raw.shape[0], -1)
+        scale = (total.pow(2).mean(-1, keepdim=True) + _eps(k_norm)).rsqrt()  # (groups, 1)
+        raw = (grouped * _rms_gain(k_norm) * scale).reshape(raw.shape[0], -1)
     return raw.reshape(raw.shape[0], -1, head_dim)  # (part + 1, kv_head, head_dim)
 
 
