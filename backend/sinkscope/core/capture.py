@@ -331,22 +331,30 @@ def _blocks_alike(loaded: LoadedModel) -> bool:
     return len(set(loaded.family.sliding_layers(loaded.model.config))) == 1
 
 
+def block_call(loaded: LoadedModel, ids: list[int]) -> dict:
+    """What the model passes every block for ``ids`` (its mask and positions: ``args`` and ``kwargs``), read off the
+    first block's call; the forward stops there."""
+    call = loaded.recorder(reduce=False, block_call={})
+    run_forward(loaded, ids, call)
+    return call.block_call
+
+
+def call_block(block: torch.nn.Module, hidden: torch.Tensor, call: dict) -> torch.Tensor:
+    """One block on (batch, token, d_model) ``hidden`` with a ``block_call``'s mask and positions: its output."""
+    args, kwargs = call["args"], call["kwargs"]
+    out = block(**kwargs | {"hidden_states": hidden}) if "hidden_states" in kwargs else block(hidden, *args, **kwargs)
+    return out[0] if isinstance(out, tuple) else out
+
+
 def _run_block(
     loaded: LoadedModel, ids: list[int], layer: int, start: np.ndarray, recorder: attention.Recorder
 ) -> None:
-    """Block ``layer`` alone on its input ``start``, with what the model passes every block (its mask and
-    positions, read off the first block's call: the forward stops there)."""
-    call = loaded.recorder(reduce=False, block_call={})
-    run_forward(loaded, ids, call)
-    model, (args, kwargs) = loaded.model, (call.block_call["args"], call.block_call["kwargs"])
+    """Block ``layer`` alone on its input ``start``, with what the model passes every block."""
+    call, model = block_call(loaded, ids), loaded.model
     hidden = torch.tensor(start, device=model.device, dtype=model.dtype)[None]  # (1, token, d_model), a copy
-    block = loaded.blocks[layer]
     with torch.inference_mode(), attention.recording(recorder):
         try:
-            if "hidden_states" in kwargs:
-                block(**kwargs | {"hidden_states": hidden})
-            else:
-                block(hidden, *args, **kwargs)
+            call_block(loaded.blocks[layer], hidden, call)
         except attention.StopForward:
             pass
 

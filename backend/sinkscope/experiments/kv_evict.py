@@ -137,15 +137,20 @@ def refusal(loaded: LoadedModel) -> ModelLoadError | None:
     return None
 
 
+def require_evictable(loaded: LoadedModel) -> None:
+    """Raise ``refusal(loaded)``, where there is one."""
+    refused = refusal(loaded)
+    if refused is not None:
+        raise refused
+
+
 def evict(
     loaded: LoadedModel, ids: list[int], budget: int, policies: tuple[str, ...] = POLICIES,
     progress: Progress | None = None,
 ) -> Eviction:  # fmt: skip
     """Every policy at one ``budget``, side by side, token by token over ``ids``."""
     check_ids(require_loaded(loaded), ids)
-    refused = refusal(loaded)
-    if refused is not None:
-        raise refused
+    require_evictable(loaded)
     ranges.check("window", budget)
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:

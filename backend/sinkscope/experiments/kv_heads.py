@@ -16,11 +16,11 @@ import numpy as np
 import torch
 
 from sinkscope.core import attention, chunked, ranges
-from sinkscope.core.capture import run_forward
+from sinkscope.core.capture import block_call, call_block, run_forward
 from sinkscope.core.errors import ModelLoadError
 from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
-from sinkscope.experiments.kv_evict import SINKS, refusal
+from sinkscope.experiments.kv_evict import SINKS, require_evictable
 from sinkscope.experiments.streaming import band_mask, dense, perplexity, token_nll
 from sinkscope.findings.words import LITTLE_WORSE
 
@@ -65,7 +65,8 @@ class Banded:
         out = self._each_lane(query, key, value, mask, scaling, softcap, s_aux)
         restricted = self.restricted[:, module.layer_idx].to(out.device)  # (lane, head)
         if restricted.any():
-            allowed = self.band if mask is None else self.band & _allowed(mask)
+            n_queries, n_keys = query.shape[2], key.shape[2]
+            allowed = self.band & ~chunked.MaskFacts.of(mask, n_queries, n_keys, query.device).blocked
             banded = self._each_lane(query, key, value, allowed, scaling, softcap, s_aux)
             out = torch.where(restricted[:, None, :, None], banded, out)
         return out, None
@@ -76,17 +77,6 @@ class Banded:
         """The model's eager math, lane by lane (the chunk loop takes one sequence): (lane, token, head, d)."""
         return torch.cat([chunked.eager(q[None], k[None], v[None], mask, scaling, softcap, s_aux)[0]
                           for q, k, v in zip(query, key, value, strict=True)])  # fmt: skip
-
-
-def _allowed(mask: torch.Tensor) -> torch.Tensor:
-    """A transformers mask (boolean, or additive float) as (1, 1, query, key) bool: True where a key is read."""
-    return mask[:1, :1] if mask.dtype == torch.bool else mask[:1, :1] > torch.finfo(mask.dtype).min / 2
-
-
-def _check_model(loaded: LoadedModel) -> None:
-    refused = refusal(loaded)
-    if refused is not None:
-        raise refused
 
 
 def _final_nll(loaded: LoadedModel, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -105,13 +95,8 @@ def _final_nll(loaded: LoadedModel, hidden: torch.Tensor, targets: torch.Tensor)
 
 def _run_blocks(loaded: LoadedModel, hidden: torch.Tensor, first: int, call: dict) -> torch.Tensor:
     """Blocks ``first`` .. L-1 on (lane, token, d_model) ``hidden``, with what the model passes every block."""
-    args, kwargs = call["args"], call["kwargs"]
     for block in loaded.blocks[first:]:
-        if "hidden_states" in kwargs:
-            out = block(**kwargs | {"hidden_states": hidden})
-        else:
-            out = block(hidden, *args, **kwargs)
-        hidden = out[0] if isinstance(out, tuple) else out
+        hidden = call_block(block, hidden, call)
     return hidden
 
 
@@ -129,12 +114,11 @@ def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progr
     """Every head's loss change when it alone keeps sinks + window (a cache of ``budget`` tokens), layer by layer;
     ``progress`` may stop the run after any layer, keeping the layers measured."""
     check_ids(require_loaded(loaded), ids)
-    _check_model(loaded)
+    require_evictable(loaded)
     ranges.check("window", budget)
     info, model = loaded.info, loaded.model
     stream, model_nll = _dense_stream(loaded, ids)
-    call = loaded.recorder(reduce=False, block_call={})
-    run_forward(loaded, ids, call)  # stops at the first block, keeping its mask and positions
+    call = block_call(loaded, ids)
     targets = torch.tensor(ids[1:], device=model.device)
     band = band_mask(len(ids), SINKS, budget - SINKS).to(model.device)
     change = np.full((info.n_layers, info.n_heads), np.nan)
@@ -149,7 +133,7 @@ def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progr
             restricted[lanes, layer, lanes] = True  # (lane, layer, head)
             hidden = stream[layer].expand(info.n_heads, -1, -1)  # (lane, token, d_model): the layer's dense input
             with attention.overriding(Banded(restricted, band).attend):
-                final = _run_blocks(loaded, hidden, layer, call.block_call)[:, reached:-1]  # (lane, position, d)
+                final = _run_blocks(loaded, hidden, layer, call)[:, reached:-1]  # (lane, position, d)
                 ablated = _final_nll(loaded, final, targets[reached:])
             change[layer] = ((ablated - dense_nll[reached:]).sum(-1) / len(dense_nll)).numpy()  # (head,)
             if progress is not None and not progress(HeadNeeds(budget, dense_nll.numpy(), change.copy())):
@@ -199,7 +183,7 @@ def duo_policy(loaded: LoadedModel, ids: list[int], needs: HeadNeeds, whole: np.
     """One pass where every key-value head not kept ``whole`` (layer, kv_head) keeps only sinks + window; by
     default the whole ones are those with a query head that needs the whole context, or one not measured."""
     check_ids(require_loaded(loaded), ids)
-    _check_model(loaded)
+    require_evictable(loaded)
     info = loaded.info
     group = info.n_heads // info.n_kv_heads
     if whole is None:
