@@ -152,3 +152,16 @@ def test_a_stopped_quantized_table_keeps_the_rows_it_measured(smollm2: object) -
     assert [(row.bits, row.protect) for row in rows] == [(0, "none"), (2, "none")] and seen == [3, 3]
     whole = kv_quant.quantized_table(smollm2, trace, (2,), ("none",))
     np.testing.assert_array_equal(rows[1].nll, whole[1].nll)
+
+
+def test_a_quantized_table_is_measured_once_for_every_session(smollm2: object, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    measure = kv_quant.quantized_table
+    monkeypatch.setattr(kv_quant, "quantized_table", lambda *a, **kw: calls.append(1) or measure(*a, **kw))
+    tables = []
+    for _ in range(2):  # two visitors asking for the same caches of the same text
+        at = open_page("kv")
+        at.multiselect(key="kv_bits").set_value([3])
+        submit(at, "Quantize the cache")
+        tables.append(next(d.value for d in at.dataframe if "perplexity" in d.value.columns))
+    assert len(calls) == 1 and tables[0].equals(tables[1])

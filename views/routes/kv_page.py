@@ -1,6 +1,9 @@
 """KV-cache lab: compress the cache and see why the sinks must survive (a quantized cache, with and without its
 sinks in full precision; eviction policies at one budget; which heads need more than sinks + a window)."""
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -19,6 +22,30 @@ SHOWN_BITS = (2, 3, 4)  # the form's first choice: where protection matters
 EVICT_TOKENS = (128, 256, 512)  # tokens of Python's help the policies run over
 BUDGETS = (16, 32, 64, 128)  # cache sizes to choose from
 PAPER_BITS = 3  # IntactKV's figure is at INT3
+Show = Callable[[float, str], None]  # (fraction done, what the bar says)
+
+
+def stoppable(request: session.Request, what: str, args: tuple, stop_key: str, text: str,
+              run: Callable[[Show], Any]) -> Any | None:  # fmt: skip
+    """``run(show)``, shared by every session once it completes (a stopped run is not kept): in the model's queue,
+    with a bar that ``show`` moves, letting other visitors in between steps, and a Stop button."""
+    bar, queue = None, cache.shared().queue(request.model)
+
+    def show(fraction: float, label: str) -> None:
+        bar.progress(fraction, text=label)
+        queue.let_others_in()
+
+    job = lessons.job(request, what, args, lambda: run(show))
+    found = cache.shared().results.get(job.cache_key)
+    if found is not None:
+        return found
+    bar = st.progress(0.0, text=text)
+    with stop_button.while_running(stop_key, "kv.stop_help"), queue.turn():
+        found = lessons.attempt(job.run)
+    bar.empty()
+    if found is not None:
+        cache.shared().results.put(job.cache_key, found, session.owner())
+    return found
 
 
 def choices() -> tuple[tuple[int, ...], tuple[str, ...]] | None:
@@ -43,29 +70,24 @@ def table(rows: list[kv_quant.KVRow]) -> None:
 
 
 def quantized_rows(request: session.Request, trace: Trace, asked: tuple) -> list[kv_quant.KVRow] | None:
-    """The rows asked for on this text: measured once per session with a bar and Stop (a stopped run keeps its
-    rows until asked again)."""
+    """The rows asked for on this text (a stopped run keeps its rows until asked again)."""
     key = (trace.token_ids, asked)
-    for name in ("kv_rows", "kv_rows_partial"):
-        kept = st.session_state.get(name)
-        if kept is not None and kept[0] == key:
-            if name == "kv_rows_partial":
-                st.caption(t("kv.quant_stopped", done=len(kept[1]), total=1 + len(asked[0]) * len(asked[1])))
-            return kept[1]
+    partial = st.session_state.get("kv_rows_partial")
+    if partial is not None and partial[0] == key:
+        st.caption(t("kv.quant_stopped", done=len(partial[1]), total=1 + len(asked[0]) * len(asked[1])))
+        return partial[1]
     loaded = cache.get_model(request.model, request.dtype)
-    bar, queue = st.progress(0.0, text=t("kv.measuring")), cache.shared().queue(request.model)
 
-    def show(rows: list[kv_quant.KVRow], total: int) -> bool:
-        st.session_state["kv_rows_partial"] = (key, list(rows))
-        bar.progress(len(rows) / total, text=t("kv.quant_progress", done=len(rows), total=total))
-        queue.let_others_in()
-        return True
+    def run(show: Show) -> list[kv_quant.KVRow]:
+        def progress(rows: list[kv_quant.KVRow], total: int) -> bool:
+            st.session_state["kv_rows_partial"] = (key, list(rows))
+            show(len(rows) / total, t("kv.quant_progress", done=len(rows), total=total))
+            return True
 
-    with stop_button.while_running("kv_quant_stop", "kv.stop_help"), queue.turn():
-        rows = lessons.attempt(lambda: kv_quant.quantized_table(loaded, trace, *asked, progress=show))
-    bar.empty()
+        return kv_quant.quantized_table(loaded, trace, *asked, progress=progress)
+
+    rows = stoppable(request, "kv_quant", (trace.token_ids, *asked), "kv_quant_stop", t("kv.measuring"), run)
     if rows is not None:
-        st.session_state["kv_rows"] = (key, rows)
         st.session_state.pop("kv_rows_partial", None)
     return rows
 
@@ -108,17 +130,16 @@ def evicted(request: session.Request) -> kv_evict.Eviction | None:
     if st.button(t("kv.evict_run"), key="kv_evict"):
         loaded = cache.get_model(request.model, request.dtype)
         ids = loaded.encode(builtin_text(), n_tokens, truncate=True, add_bos=False)
-        bar, queue = st.progress(0.0, text=t("kv.evicting")), cache.shared().queue(request.model)
 
-        def show(so_far: np.ndarray, total: int) -> bool:  # so_far: (lane, token) NLL
-            st.session_state["kv_partial"] = (budget, so_far)
-            bar.progress(so_far.shape[1] / total, text=t("kv.evict_progress", done=so_far.shape[1], total=total))
-            queue.let_others_in()
-            return True
+        def run(show: Show) -> kv_evict.Eviction:
+            def progress(so_far: np.ndarray, total: int) -> bool:  # so_far: (lane, token) NLL
+                st.session_state["kv_partial"] = (budget, so_far)
+                show(so_far.shape[1] / total, t("kv.evict_progress", done=so_far.shape[1], total=total))
+                return True
 
-        with stop_button.while_running("kv_stop", "kv.stop_help"), queue.turn():
-            found = lessons.attempt(lambda: kv_evict.evict(loaded, ids, budget, progress=show))
-        bar.empty()
+            return kv_evict.evict(loaded, ids, budget, progress=progress)
+
+        found = stoppable(request, "kv_evict", (tuple(ids), budget), "kv_stop", t("kv.evicting"), run)
         if found is not None:
             st.session_state["kv_evicted"] = (found, ids)
             st.session_state.pop("kv_partial", None)
@@ -153,41 +174,37 @@ def eviction(request: session.Request) -> None:
 
 
 def measure_heads(request: session.Request, n_tokens: int, budget: int) -> None:
-    """Every head's map over the first tokens of Python's help, then DuoAttention's policies: a bar and Stop while
-    it runs (a stopped map keeps its layers, and its policies count the rest as whole)."""
+    """Every head's map over the first tokens of Python's help, then DuoAttention's policies (a stopped map keeps
+    its layers, and its policies count the rest as whole)."""
     loaded = cache.get_model(request.model, request.dtype)
     ids = loaded.encode(builtin_text(), n_tokens, truncate=True, add_bos=False)
-    bar, queue = st.progress(0.0, text=t("kv.heads_measuring")), cache.shared().queue(request.model)
 
-    def show(so_far: kv_heads.HeadNeeds) -> bool:
-        st.session_state["kv_heads_partial"] = so_far
-        done, total = int(so_far.measured.all(-1).sum()), so_far.change.shape[0]
-        bar.progress(done / total, text=t("kv.heads_progress", done=done, total=total))
-        queue.let_others_in()
-        return True
+    def run(show: Show) -> tuple:
+        def progress(so_far: kv_heads.HeadNeeds) -> bool:
+            st.session_state["kv_heads_partial"] = so_far
+            done, total = int(so_far.measured.all(-1).sum()), so_far.change.shape[0]
+            show(done / total, t("kv.heads_progress", done=done, total=total))
+            return True
 
-    def run() -> tuple:
-        needs = kv_heads.head_needs(loaded, ids, budget, progress=show)
-        bar.progress(1.0, text=t("kv.heads_policies"))
-        return needs, kv_heads.duo_policy(loaded, ids, needs), kv_heads.policy_curve(loaded, ids, needs), ids
+        needs = kv_heads.head_needs(loaded, ids, budget, progress=progress)
+        show(1.0, t("kv.heads_policies"))
+        policy, curve = kv_heads.duo_policy(loaded, ids, needs), kv_heads.policy_curve(loaded, ids, needs)
+        return needs, policy, curve, ids, analyze_ids(loaded, ids).heads  # the heads beside the map: the same text
 
-    with stop_button.while_running("kv_heads_stop", "kv.stop_help"), queue.turn():
-        found = lessons.attempt(run)
-        kinds = None if found is None else analyze_ids(loaded, ids).heads
-    bar.empty()
+    found = stoppable(request, "kv_heads", (tuple(ids), budget), "kv_heads_stop", t("kv.heads_measuring"), run)
     if found is not None:
-        st.session_state["kv_heads"] = (*found, kinds)
+        st.session_state["kv_heads"] = found
         st.session_state.pop("kv_heads_partial", None)
 
 
-def head_maps(needs: kv_heads.HeadNeeds, kinds: dict | None) -> None:
-    """The loss-change map, beside the head kinds of the same text where they were measured."""
+def head_maps(needs: kv_heads.HeadNeeds, text_heads: dict | None) -> None:
+    """The loss-change map, beside the same text's head map (sink score, kind on hover) where it was measured."""
     if not needs.measured.all():
         st.caption(t("kv.heads_stopped", done=int(needs.measured.all(-1).sum()), total=needs.change.shape[0]))
     left, right = st.columns(2)
-    charts.show(kv_slides.head_figures(needs, None, lang=language())["kv_heads_map"], "kv_heads_map", left)
-    if kinds is not None:
-        charts.show(plot.fig_head_map(kinds, "sink", lang=language()), "kv_heads_kinds", right)
+    charts.show(kv_slides.needs_map(needs, lang=language()), "kv_heads_map", left)
+    if text_heads is not None:
+        charts.show(plot.fig_head_map(text_heads, "sink", lang=language()), "kv_heads_kinds", right)
 
 
 def heads(request: session.Request) -> None:
@@ -205,10 +222,10 @@ def heads(request: session.Request) -> None:
         return
     if "kv_heads" not in st.session_state:
         return
-    needs, policy, curve, ids, kinds = st.session_state["kv_heads"]
-    head_maps(needs, kinds)
+    needs, policy, curve, ids, text_heads = st.session_state["kv_heads"]
+    head_maps(needs, text_heads)
     st.markdown(say(kv_heads.said(needs, policy)))
-    charts.show(kv_slides.head_figures(needs, curve, lang=language())["kv_duo"], "kv_duo")
+    charts.show(kv_slides.duo_curve(needs, curve, lang=language()), "kv_duo")
     lessons.paper_table([(t("kv.paper_duo"), t("kv.paper_duo_value"),
                           t("kv.paper_duo_yours", times=times(policy.cache_share), tokens=len(ids)))],
                         t("kv.paper_duo_source"))  # fmt: skip

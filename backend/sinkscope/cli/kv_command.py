@@ -63,7 +63,9 @@ def run(args: argparse.Namespace) -> None:
         found = evictions(loaded, list(trace.token_ids), args.budget, out)
         figures |= kv_slides.eviction_figures(found, list(trace.tokens), lang=args.lang)
     if args.heads:
-        figures |= kv_slides.head_figures(*heads(loaded, list(trace.token_ids), args.budget, out), lang=args.lang)
+        needs, curve = heads(loaded, list(trace.token_ids), args.budget, out)
+        figures |= {"kv_heads_map": kv_slides.needs_map(needs, lang=args.lang),
+                    "kv_duo": kv_slides.duo_curve(needs, curve, lang=args.lang)}  # fmt: skip
     if args.figures:
         captions = export.captions(figures, shown_label(loaded.info.label, args.lang), the_text(args))
         for path in export.write_all(figures, captions, out, ("png", "svg")):

@@ -40,13 +40,14 @@ def eviction_figures(found: kv_evict.Eviction, tokens: list[str], lang: str = "e
             "kv_evict_curves": fig_lines(positions, smoothed, title, tr("fig.position"), tr("kv.loss"))}  # fmt: skip
 
 
-def head_figures(needs: kv_heads.HeadNeeds, curve: dict[str, list[kv_heads.DuoPolicy]] | None,
-                 lang: str = "en") -> dict[str, go.Figure]:  # fmt: skip
-    """The per-head map and, given, DuoAttention's policy curve for each way of choosing the whole heads."""
-    shown = {"kv_heads_map": fig_head_needs(needs.change, float(np.log1p(kv_heads.NEEDS_CONTEXT)), needs.budget,
-                                            lang=lang)}  # fmt: skip
-    if curve is not None:
-        lines = {Text(lang)(ORDER_KEYS[order]): ([p.cache_share for p in policies], [p.perplexity for p in policies])
-                 for order, policies in curve.items()}  # fmt: skip
-        shown["kv_duo"] = fig_policy_curve(lines, perplexity(needs.dense_nll), lang=lang)
-    return shown
+def needs_map(needs: kv_heads.HeadNeeds, lang: str = "en") -> go.Figure:
+    """The per-head map: each head's loss change alone with sinks + window, the ones that need the whole context
+    dotted."""
+    return fig_head_needs(needs.change, float(np.log1p(kv_heads.NEEDS_CONTEXT)), needs.budget, lang=lang)
+
+
+def duo_curve(needs: kv_heads.HeadNeeds, curve: dict[str, list[kv_heads.DuoPolicy]], lang: str = "en") -> go.Figure:
+    """DuoAttention's policy curve, one line per way of choosing the whole heads, beside the dense cache."""
+    lines = {Text(lang)(ORDER_KEYS[order]): ([p.cache_share for p in policies], [p.perplexity for p in policies])
+             for order, policies in curve.items()}  # fmt: skip
+    return fig_policy_curve(lines, perplexity(needs.dense_nll), lang=lang)
