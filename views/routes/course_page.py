@@ -13,7 +13,6 @@ import plotly.graph_objects as go
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capture import Trace
-from sinkscope.core.i18n import Message
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.core.tokens import token_labels
 from sinkscope.course import STEPS, Reveal, Step, answers_param, parse_answers, reveals, step_index
@@ -106,13 +105,10 @@ def streaming(request: session.Request, trace: Trace) -> Shown:
 
 
 def kv(request: session.Request, trace: Trace) -> Shown:
-    """The scoreboard's quantized caches of the learner's text, with and without the sinks, beside the float cache."""
-    loaded = cache.get_model(request.model, request.dtype)
-    if loaded.family.slow:  # its cache never reaches the quantizer
-        return Reveal("none", (Message.of("course.kv.not_measured"),)), None
+    """The scoreboard's quantized caches of the learner's text, with and without the sinks, beside the float cache (a
+    family whose cache the quantizer never sees is refused in the library's one sentence)."""
     intact = lessons.outcome(request, trace.token_ids, None)
-    bare, kept = lessons.cached(request, "kv_claim", (trace.token_ids,), lambda: kv_quant.claim_runs(loaded, trace),
-                                t("kv.measuring"))  # fmt: skip
+    bare, kept = cache.run_job(scoreboard.kv_claim_job(request, trace), t("kv.measuring"))
     names = (t("kv.dense"), t("kv.protect_none"), t("kv.protect_sinks"))
     series = {name: rolling_mean(nll, KV_SMOOTHING).tolist() for name, nll in zip(names, (intact.nll, bare, kept),
                                                                                    strict=True)}  # fmt: skip

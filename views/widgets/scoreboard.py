@@ -52,6 +52,13 @@ def streaming_check(request: session.Request) -> dict[str, float]:
     return cache.run_job(streaming_check_job(request), t("claims.measuring_streaming", **stream_plan.check_values()))
 
 
+def kv_claim_job(request: session.Request, trace: Trace) -> cache.Job:
+    """The text's quantized caches with nothing and with the sinks kept (``kv_quant.claim_runs``), which the
+    scoreboard and the course's KV step both read."""
+    loaded = cache.get_model(request.model, request.dtype)
+    return lessons.job(request, "kv_claim", (trace.token_ids,), lambda: kv_quant.claim_runs(loaded, trace))
+
+
 def text_runs(request: session.Request, trace: Trace) -> dict[str, cache.Job]:
     """The runs the verdicts need of this text (and the streaming and KV-cache checks, run once per server), by what
     they are."""
@@ -67,7 +74,7 @@ def text_runs(request: session.Request, trace: Trace) -> dict[str, cache.Job]:
         runs["sensitivity"] = lessons.spread_job(request, ids, 1.0)
     loaded = cache.get_model(request.model, request.dtype)
     if not loaded.family.slow:  # its cache never reaches the quantizer: the claim says "not measured" quietly
-        runs["kv"] = lessons.job(request, "kv_claim", (ids,), lambda: kv_quant.claim_runs(loaded, trace))
+        runs["kv"] = kv_claim_job(request, trace)
     kv_job = cache.kv_check_job(loaded, request.model, request.dtype)
     if kv_job is not None:
         runs["kv_check"] = kv_job

@@ -17,7 +17,7 @@ from sinkscope.course.steps import Reveal, Step
 from sinkscope.experiments import cost, stream_plan
 from sinkscope.experiments.claims import CLAIMS, RECOVERS, STATUSES, Verdict
 from sinkscope.experiments.interventions import DROP_FROM, Outcome
-from sinkscope.experiments.kv_quant import CLAIM_BITS
+from sinkscope.experiments.kv_quant import CLAIM_BITS, won_back
 from sinkscope.experiments.writes import WriteRemoved, first_writes
 from sinkscope.findings import heads as head_findings
 from sinkscope.findings import residual, words
@@ -118,7 +118,7 @@ def of_kv(intact: Outcome, bare: np.ndarray, kept: np.ndarray, sinks: int) -> Re
     """How much of what a CLAIM_BITS-bit cache loses comes back when the ``sinks`` detected sinks stay in full
     precision (``bare`` and ``kept``: per-token NLL), read with the scoreboard's RECOVERS."""
     dense, without, with_sinks = (float(np.exp(np.mean(nll))) for nll in (intact.nll, bare, kept))
-    back = (without - with_sinks) / (without - dense) if without > dense else 0.0
+    back = won_back(dense, without, with_sinks)
     truth = "most" if back > RECOVERS else "some" if back > 0 else "none"
     said = Message.of("course.kv.said", bits=CLAIM_BITS, dense=round(dense, 1), bare=round(without, 1),
                       kept=round(with_sinks, 1), n=sinks, back=round(100 * back))  # fmt: skip

@@ -21,7 +21,7 @@ from sinkscope.experiments import cost, kv_check
 from sinkscope.experiments.interventions import DROP_FROM, Outcome
 from sinkscope.experiments.kv_check import KVCheck
 from sinkscope.experiments.kv_heads import NEEDS_CONTEXT
-from sinkscope.experiments.kv_quant import CLAIM_BITS
+from sinkscope.experiments.kv_quant import CLAIM_BITS, won_back
 from sinkscope.experiments.nudges import DIRECTIONS, QUARTERS, SPREAD, Spread
 from sinkscope.experiments.origin_claims import CORRELATES, FIRST_BLOCKS, from_origins
 from sinkscope.experiments.stream_plan import check_values
@@ -237,7 +237,7 @@ def from_kv(intact: Outcome | None, kv: tuple[np.ndarray, np.ndarray] | None) ->
         return Verdict("kv_sinks", "not_measured", None)
     dense, bare, kept = (float(np.exp(np.mean(nll))) for nll in (intact.nll, *kv))
     hurts = bare >= LITTLE_WORSE * dense
-    rescued = bare > dense and (bare - kept) > RECOVERS * (bare - dense)
+    rescued = won_back(dense, bare, kept) > RECOVERS
     measured = _said("claims.yours.kv_sinks", bits=CLAIM_BITS, dense=round(dense, 1), bare=round(bare, 1),
                      kept=round(kept, 1))  # fmt: skip
     evidence = _said("claims.evidence.kv_sinks", n=len(intact.nll) + 1, bits=CLAIM_BITS)
@@ -251,10 +251,11 @@ def from_h2o(found: KVCheck | None) -> Verdict:
     if found is None:
         return Verdict("h2o_first", "not_measured", None)
     evicted = found.eviction
-    share, told = float(evicted.first_kept[0]), evicted.perplexity(1)
-    keeps, little = share > KEEPS_FIRST, evicted.perplexity(0) < LITTLE_WORSE * told
-    measured = _said("claims.yours.h2o_first", share=round(100 * share, 1), h2o=round(evicted.perplexity(0), 2),
-                     told=round(told, 2), **kv_check.values())  # fmt: skip
+    alone, protected = (evicted.policies.index(policy) for policy in ("h2o", "h2o_sinks"))
+    share, h2o, told = float(evicted.first_kept[alone]), evicted.perplexity(alone), evicted.perplexity(protected)
+    keeps, little = share > KEEPS_FIRST, h2o < LITTLE_WORSE * told
+    measured = _said("claims.yours.h2o_first", share=round(100 * share, 1), h2o=round(h2o, 2), told=round(told, 2),
+                     **kv_check.values())  # fmt: skip
     evidence = _said("claims.evidence.h2o_first", **kv_check.values())
     why = _said("claims.why.h2o_first" if not keeps else "claims.why.h2o_told", keeps=round(100 * KEEPS_FIRST),
                 little=LITTLE_WORSE)  # fmt: skip

@@ -146,6 +146,12 @@ def quantized_table(
 CLAIM_BITS = 2  # the scoreboard's quantized cache: where protection matters most
 
 
+def won_back(dense: float, bare: float, kept: float) -> float:
+    """The share of what a quantized cache loses against the float cache that keeping tokens in full precision wins
+    back (perplexities: dense, nothing kept, tokens kept); 0 where the quantized cache loses nothing."""
+    return (bare - kept) / (bare - dense) if bare > dense else 0.0
+
+
 def claim_runs(loaded: LoadedModel, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """The scoreboard's evidence: the NLL of a CLAIM_BITS-bit cache with nothing, and with the sinks, kept."""
     ids, sinks = list(trace.token_ids), detected_sinks(trace)
