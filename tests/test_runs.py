@@ -31,7 +31,8 @@ def test_the_queue_runs_one_at_a_time_and_tells_waiters_their_place() -> None:
     for thread in threads:
         thread.join()
     assert peak[0] == 1
-    assert len(places) == 4 and max(places) >= 2
+    assert len(places) == 4 and max(wait.visitors for wait in places) >= 2
+    assert not any(wait.server for wait in places)
     assert queue.waiting == 0
 
 
@@ -132,6 +133,94 @@ def test_a_long_job_lets_a_short_run_in_between_its_steps() -> None:
     assert order.index("short") <= 3 and len(order) == 21 and queue.waiting == 0
     with queue.turn():
         queue.let_others_in()  # nobody waits: the holder goes straight on
+
+
+def test_a_visitor_goes_before_the_servers_background_work_and_is_told_so() -> None:
+    """The warm start holds the model: a visitor who asks waits one of its steps, not the rest of the warm-up, and the
+    warm start's own next job waits until the visitor is done."""
+    queue, order, waits = RunQueue(), [], []
+    started, warmed = threading.Event(), threading.Event()
+
+    def warm_start() -> None:
+        for job in range(3):
+            with queue.turn(background=True):
+                for step in range(10):
+                    started.set()
+                    time.sleep(0.01)
+                    order.append(f"warm {job}.{step}")
+                    queue.let_others_in()
+        warmed.set()
+
+    def visitor() -> None:
+        started.wait()
+        time.sleep(0.03)  # some warm steps have been timed: the wait has an estimate
+        with queue.turn(on_wait=waits.append):
+            order.append("visitor")
+            assert not warmed.is_set()
+
+    threads = [threading.Thread(target=warm_start), threading.Thread(target=visitor)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert order.index("visitor") <= 5 and len(order) == 31 and queue.waiting == 0
+    [wait] = waits
+    assert wait.server and wait.visitors == 0 and wait.seconds is not None and 0 <= wait.seconds < 0.5
+
+
+def test_background_work_waits_for_every_visitor_in_line_and_a_visitors_job_never_lets_it_in() -> None:
+    queue, order = RunQueue(), []
+    holding = threading.Event()
+
+    def run(name: str, background: bool = False, steps: int = 1) -> threading.Thread:
+        def work() -> None:
+            with queue.turn(background=background):
+                for _ in range(steps):
+                    holding.set()
+                    order.append(name)
+                    time.sleep(0.005)
+                    queue.let_others_in()
+
+        return threading.Thread(target=work)
+
+    first = run("long visitor", steps=10)
+    first.start()
+    holding.wait()
+    others = [run("warm", background=True), run("second visitor")]
+    for thread in others:
+        thread.start()
+        while queue.waiting < others.index(thread) + 1:
+            time.sleep(0.001)
+    for thread in [first, *others]:
+        thread.join()
+    assert order.index("second visitor") < order.index("warm")  # came later, went first
+    assert order.index("warm") == len(order) - 1  # the visitors' steps all ran before it
+
+
+def test_a_wait_counts_the_visitors_ahead_and_estimates_from_timed_steps() -> None:
+    queue, release, waits = RunQueue(), threading.Event(), []
+    with queue.turn():
+        time.sleep(0.02)  # one timed visitor step: later waits have an estimate
+
+    def hold() -> None:
+        with queue.turn():
+            release.wait()
+
+    def ask() -> None:
+        with queue.turn(on_wait=waits.append):
+            pass
+
+    threads = [threading.Thread(target=hold), threading.Thread(target=ask), threading.Thread(target=ask)]
+    for index, thread in enumerate(threads):
+        thread.start()
+        while queue.waiting < index and not release.is_set():  # each one in line before the next comes
+            time.sleep(0.001)
+        time.sleep(0.005)
+    release.set()
+    for thread in threads:
+        thread.join()
+    assert [wait.visitors for wait in waits] == [1, 2] and not any(wait.server for wait in waits)
+    assert waits[0].seconds is not None and waits[1].seconds > waits[0].seconds
 
 
 def test_waiters_are_served_in_the_order_they_came() -> None:

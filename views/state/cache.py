@@ -20,11 +20,13 @@ from sinkscope.core.errors import SinkscopeError, TokenLimitError
 from sinkscope.core.models import LoadedModel, load_model, resolve_device
 from sinkscope.core.tokens import adds_bos_by_default, has_bos
 from sinkscope.experiments import kv_check, kv_evict, stream_plan, streaming
-from sinkscope.serving.runs import BoundedCache, RunQueue
+from sinkscope.serving.runs import BoundedCache, RunQueue, Wait
 from sinkscope.serving.settings import Settings
 
 from views.state.session import EXAMPLES, GPU_DTYPES, Analysis, Request, owner, settings
 from views.text import say, t
+
+WARM_UP = "warm-up"  # the owner of the warm start's results
 
 
 @dataclass
@@ -71,9 +73,21 @@ class Job:
     def cache_key(self) -> tuple[Hashable, ...]:
         return (self.queue, *self.key)
 
-    def result(self, owner: str, on_wait: Callable[[int], None] | None = None) -> Any:
-        """The cached result, or the run's in its queue's turn, charged to ``owner`` (a session or the warm start)."""
-        return shared().results.get_or_run(self.cache_key, owner, self.run, shared().queue(self.queue), on_wait=on_wait)
+    def result(self, owner: str, on_wait: Callable[[Wait], None] | None = None, background: bool = False) -> Any:
+        """The cached result, or the run's in its queue's turn, charged to ``owner`` (a session or the warm start);
+        ``background`` work (the warm start's) runs only while no visitor waits."""
+        queue = shared().queue(self.queue)
+        return shared().results.get_or_run(self.cache_key, owner, self.run, queue, on_wait=on_wait,
+                                           background=background)  # fmt: skip
+
+
+def waiting_for(wait: Wait) -> str:
+    """What a visitor's run waits for, in words: the server's own preparation or other visitors' runs, and for about
+    how long once runs like them have been timed."""
+    key = "common.wait_visitors" if wait.visitors else "common.wait_server"
+    if wait.seconds is None:
+        return t(key, n=wait.visitors)
+    return t(key + "_eta", n=wait.visitors, s=max(1, round(wait.seconds)))
 
 
 @contextmanager
@@ -81,8 +95,8 @@ def _in_line(message: str) -> Iterator[Callable[[int], None]]:
     """A spinner saying ``message``; yields what a queue turn calls with the runs ahead, to show the position."""
     notice = st.empty()
 
-    def waiting(ahead: int) -> None:
-        notice.info(t("common.waiting_one") if ahead == 1 else t("common.waiting_many", n=ahead))
+    def waiting(wait: Wait) -> None:
+        notice.info(waiting_for(wait))
 
     try:
         with st.spinner(message):
@@ -132,13 +146,18 @@ def trace_job(loaded: LoadedModel, request: Request) -> Job:
     return Job(request.model, ("trace", request.dtype, request.text, request.add_bos, request.truncate, limit), run)
 
 
+def _let_others_in(spec: str) -> Callable[[], None]:
+    """What a long job calls between its steps: visitors waiting on the model go first."""
+    return shared().queue(spec).let_others_in
+
+
 def streaming_check_job(loaded: LoadedModel, spec: str, dtype: str) -> Job:
     """The scoreboard's streaming check (``stream_plan.check``, on Python's help text): one per model and dtype,
     whatever the visitor's text, so the warm start runs it once for every scoreboard."""
 
     def run() -> dict[str, float]:
         streaming.rotary_of(loaded.model)  # the streaming page's own refusal of a model it cannot re-position
-        return stream_plan.check(loaded)
+        return stream_plan.check(loaded, between=_let_others_in(spec))
 
     return Job(spec, ("claims_streaming", dtype), run)
 
@@ -148,7 +167,7 @@ def kv_check_job(loaded: LoadedModel, spec: str, dtype: str) -> Job | None:
     for a model whose cache is not evicted here (its claims say "not measured" quietly)."""
     if kv_evict.refusal(loaded) is not None:
         return None
-    return Job(spec, ("claims_kv", dtype), lambda: kv_check.check(loaded))
+    return Job(spec, ("claims_kv", dtype), lambda: kv_check.check(loaded, between=_let_others_in(spec)))
 
 
 def get_trace(request: Request) -> Trace:
@@ -159,7 +178,8 @@ def get_trace(request: Request) -> Trace:
 def warm_examples() -> None:
     """Load the default model and analyze every example text into the shared cache, as the sidebar would ask
     for them, then run the scoreboard's streaming and KV-cache checks: once when the server starts, so a class's
-    first visits find their heatmaps ready and a scoreboard runs only what depends on its text."""
+    first visits find their heatmaps ready and a scoreboard runs only what depends on its text. Every run is
+    background work: a visitor who asks meanwhile goes first, after at most one of its steps."""
     config = settings()
     spec = next(key for key in BUNDLED if config.allows(key))  # the sidebar's first choice
     if not BUNDLED[spec].installed():
@@ -168,11 +188,11 @@ def warm_examples() -> None:
     loaded = _cached_model(spec, dtype)
     add_bos = adds_bos_by_default(loaded.tokenizer) if has_bos(loaded.tokenizer) else None
     for example in EXAMPLES.values():
-        trace_job(loaded, Request(spec, dtype, example["text"], add_bos, truncate=False)).result("warm-up")
-    streaming_check_job(loaded, spec, dtype).result("warm-up")  # the scoreboard's parts that no text changes
-    kv_job = kv_check_job(loaded, spec, dtype)
-    if kv_job is not None:
-        kv_job.result("warm-up")
+        job = trace_job(loaded, Request(spec, dtype, example["text"], add_bos, truncate=False))
+        job.result(WARM_UP, background=True)
+    jobs = [streaming_check_job(loaded, spec, dtype), kv_check_job(loaded, spec, dtype)]  # no text changes them
+    for job in filter(None, jobs):
+        job.result(WARM_UP, background=True)
 
 
 def get_layer_maps(request: Request, trace: Trace, layer: int) -> LayerMaps:

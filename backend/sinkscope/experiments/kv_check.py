@@ -3,6 +3,7 @@ Python's help at one cache size; one run per model, whatever the visitor's text 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from sinkscope.core.models import LoadedModel
@@ -22,11 +23,13 @@ class KVCheck:
     policy: kv_heads.DuoPolicy  # the heads over the threshold kept whole
 
 
-def check(loaded: LoadedModel) -> KVCheck:
-    """H2O with and without its sinks protected, then the per-head map and DuoAttention's policy from it."""
+def check(loaded: LoadedModel, between: Callable[[], None] = lambda: None) -> KVCheck:
+    """H2O with and without its sinks protected, then the per-head map and DuoAttention's policy from it;
+    ``between`` is called after every token and every layer (the warm start lets visitors in there)."""
     ids = loaded.encode(builtin_text(), TOKENS, truncate=True, add_bos=False)
-    eviction = kv_evict.evict(loaded, ids, BUDGET, ("h2o", "h2o_sinks"))
-    needs = kv_heads.head_needs(loaded, ids, BUDGET)
+    step = lambda *_: between() or True  # noqa: E731  (a progress callback that never stops the run)
+    eviction = kv_evict.evict(loaded, ids, BUDGET, ("h2o", "h2o_sinks"), progress=step)
+    needs = kv_heads.head_needs(loaded, ids, BUDGET, progress=step)
     return KVCheck(eviction, needs, kv_heads.duo_policy(loaded, ids, needs))
 
 

@@ -3,6 +3,7 @@ came back (``StreamResults``), so a page or a script runs the methods without kn
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -105,14 +106,18 @@ CHECK = StreamSetup(sinks=4, window=60, tokens=512, methods=("dense", "mask-wind
 CHECK_NAMES = {"dense": "dense", "mask-window": "window", "mask-sinks": "sinks"}  # method -> the check's name
 
 
-def check(loaded: LoadedModel, setup: StreamSetup = CHECK) -> dict[str, float]:
+def check(
+    loaded: LoadedModel, setup: StreamSetup = CHECK, between: Callable[[], None] = lambda: None
+) -> dict[str, float]:
     """{dense, window, sinks: perplexity} on Python's help text, by the one-pass mask engines (fast, labelled as
-    such): the window holds the last ``cache_size`` tokens, sinks hold the first ``sinks`` plus the last ``window``."""
+    such): the window holds the last ``cache_size`` tokens, sinks hold the first ``sinks`` plus the last ``window``.
+    ``between`` is called after each method (the warm start lets visitors in there)."""
     ids = loaded.tokenizer(builtin_text(), add_special_tokens=False)["input_ids"][: setup.tokens]
-    return {
-        CHECK_NAMES[method]: perplexity(streaming_nll(loaded, ids, method, setup.sinks, setup.window))
-        for method in setup.methods
-    }
+    found = {}
+    for method in setup.methods:
+        found[CHECK_NAMES[method]] = perplexity(streaming_nll(loaded, ids, method, setup.sinks, setup.window))
+        between()
+    return found
 
 
 def check_values(setup: StreamSetup = CHECK) -> dict[str, int]:

@@ -5,61 +5,117 @@ from __future__ import annotations
 import dataclasses
 import sys
 import threading
-from collections import OrderedDict
+import time
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+STEPS_KEPT = 20  # the recent steps whose median predicts the next one's length
+
+
+class Wait(NamedTuple):
+    """What a run joining the line waits for: visitors' runs ahead of it (the one running included), whether the
+    server's own background work holds the model now, and about how many seconds until its turn (None until runs of
+    each kind ahead have been timed)."""
+
+    visitors: int
+    server: bool
+    seconds: float | None
+
+
+class _Ticket:
+    """One caller of ``RunQueue.turn``; ``background`` marks the server's own work (the warm start)."""
+
+    def __init__(self, background: bool) -> None:
+        self.background = background
+
 
 class RunQueue:
-    """A first-come, first-served lock that tells each waiter its place; a long job lets waiting runs go
-    first between its steps (``let_others_in``), so one visitor's streaming sweep never holds up another's
-    short analysis for more than one step."""
+    """A lock for one model. Visitors' runs are served first come, first served; the server's own background work
+    (the warm start) gets the model only while no visitor waits. A long job lets waiting runs go first between its
+    steps (``let_others_in``): one visitor's streaming sweep never holds up another's short analysis for more than
+    one step, and the warm start holds a visitor for at most one of its steps (a visitor's job never lets the
+    background work in)."""
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
-        self._next_ticket = 0  # the ticket the next caller takes
-        self._serving = 0  # the ticket whose holder runs now
+        self._lines: dict[bool, deque[_Ticket]] = {False: deque(), True: deque()}  # background? -> tickets in line
+        self._holder: _Ticket | None = None
+        self._since = 0.0  # when the holder's current step began (time.monotonic)
+        self._steps: dict[bool, deque[float]] = {kind: deque(maxlen=STEPS_KEPT) for kind in (False, True)}
 
     @property
     def waiting(self) -> int:
         with self._changed:
-            return max(0, self._next_ticket - self._serving - 1)
+            return sum(map(len, self._lines.values()))
 
-    def _wait_in_line(self) -> None:
-        """Take the next ticket and wait for it (``self._changed`` held)."""
-        ticket = self._next_ticket
-        self._next_ticket += 1
-        while self._serving != ticket:
+    def _step(self, background: bool) -> float | None:
+        steps = self._steps[background]
+        return float(np.median(steps)) if steps else None
+
+    def _wait(self, background: bool) -> Wait | None:
+        """What a run of that kind would wait for if it joined now (``self._changed`` held); None: nothing."""
+        if self._holder is None:
+            return None
+        ahead = [*self._lines[False], *(self._lines[True] if background else ())]
+        server = self._holder.background
+        visitors = (not server) + sum(not ticket.background for ticket in ahead)
+        steps = [self._step(ticket.background) for ticket in (self._holder, *ahead)]
+        if None in steps:
+            return Wait(visitors, server, None)
+        current = max(0.0, steps[0] - (time.monotonic() - self._since))
+        return Wait(visitors, server, current + sum(steps[1:]))
+
+    def _join(self, ticket: _Ticket) -> None:
+        """Take the model now if it is free, else wait in ``ticket``'s line until it is handed over."""
+        if self._holder is None:
+            self._holder, self._since = ticket, time.monotonic()
+            return
+        self._lines[ticket.background].append(ticket)
+        while self._holder is not ticket:
             self._changed.wait()
 
-    def _pass_on(self) -> None:
-        self._serving += 1
+    def _end_step(self) -> None:
+        """Time the holder's step that ends now; the next one starts."""
+        now = time.monotonic()
+        self._steps[self._holder.background].append(now - self._since)
+        self._since = now
+
+    def _hand_over(self) -> None:
+        """Give the model to the first visitor waiting, else to background work."""
+        line = self._lines[False] or self._lines[True]
+        self._holder = line.popleft() if line else None
         self._changed.notify_all()
 
     @contextmanager
-    def turn(self, on_wait: Callable[[int], None] | None = None) -> Iterator[RunQueue]:
-        """Hold the model for one run; ``on_wait(n)`` is called first if n other runs are ahead."""
+    def turn(self, on_wait: Callable[[Wait], None] | None = None, background: bool = False) -> Iterator[RunQueue]:
+        """Hold the model for one run; ``on_wait`` is told first what the run waits for, if anything."""
+        ticket = _Ticket(background)
         with self._changed:
-            ahead = self._next_ticket - self._serving
-        if ahead and on_wait is not None:
-            on_wait(ahead)
+            wait = self._wait(background)
+        if wait is not None and on_wait is not None:
+            on_wait(wait)
         with self._changed:
-            self._wait_in_line()
+            self._join(ticket)
         try:
             yield self
         finally:
             with self._changed:
-                self._pass_on()
+                self._end_step()
+                self._hand_over()
 
     def let_others_in(self) -> None:
-        """Called by the holder between steps: runs that waited go first, then the holder's turn comes back."""
+        """Called by the holder between steps: visitors' runs that wait go first (and, for background work, other
+        background work), then the holder's turn comes back."""
         with self._changed:
-            if self._next_ticket - self._serving > 1:
-                self._pass_on()
-                self._wait_in_line()
+            holder = self._holder
+            self._end_step()
+            if self._lines[False] or (holder.background and self._lines[True]):
+                self._hand_over()
+                self._join(holder)
 
 
 def nbytes(value: Any, seen: set[int] | None = None) -> int:
