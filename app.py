@@ -1,12 +1,19 @@
-"""Sinkscope: see attention sinks in a real language model. Run with ``streamlit run serve.py``."""
+"""Sinkscope: see attention sinks in a real language model. Run with ``streamlit run serve.py``.
+
+The entry draws what every page shares once (the navigation and the sidebar) and hands the page its context.
+"""
 
 import streamlit as st
 
+from views import frame
 from views.site import pages
 from views.state.session import choose_language, settings
+from views.widgets import controls
 
-st.set_page_config(page_title="Sinkscope", page_icon="🕳️", layout="wide")
+st.set_page_config(page_title="Sinkscope", page_icon=":material/blur_on:", layout="wide")
 if settings().hosted:
     st.set_option("client.showErrorDetails", "none")  # a public server shows no tracebacks
 choose_language()  # before the page titles below: they are in the session's language
-st.navigation(pages(), expanded=True).run()  # every page listed: a course needs no "View more"
+page = st.navigation(pages(), position="top")  # the sidebar holds the text, at its top
+frame.enter(controls.sidebar())
+page.run()

@@ -191,6 +191,19 @@ def test_looking_past_the_sink_drops_the_first_key_and_renormalizes(one_head: Ap
     np.testing.assert_allclose(np.nansum(rows[1:], axis=1), 1.0, atol=1e-3)
 
 
+def test_looking_past_the_sink_applies_to_what_the_head_reads_too(one_head: AppTest) -> None:
+    app = one_head
+    app.toggle(key="past_sink").set_value(True).run()
+    for units in (False, True):
+        app.toggle(key="value_units").set_value(units).run()
+        read = chart(app, "value_weighted_map")
+        assert "past the sink" in read["layout"]["title"]["text"]
+        heat = read["data"][0]
+        assert not heat["x"][0].startswith("0:")
+        if not units:  # what it reads: each row a distribution over the keys past the sink
+            np.testing.assert_allclose(np.nansum(array(heat["z"]).astype(float)[1:], axis=1), 1.0, atol=1e-3)
+
+
 def test_changing_the_text_reruns_the_analysis(app: AppTest) -> None:
     app.sidebar.selectbox(key="example").set_value("custom").run()
     app.sidebar.text_area(key="text").set_value("Sinks appear in short texts too.").run()

@@ -215,3 +215,18 @@ def test_a_translation_defines_the_same_names_under_the_same_sections(name: str)
     reference, translated = ((DOCS / n).read_text(encoding="utf-8") for n in (DEFINITIONS[0], name))
     assert names(translated) == names(reference) and len(names(reference)) > 15
     assert translated.count("\n## ") == reference.count("\n## ")
+
+
+def test_value_scaled_past_the_sink_is_the_renormalized_rows_in_a_typical_values_units() -> None:
+    """Written by hand: row t past key 0 is A[t, j] / sum_{i>=1} A[t, i] * n_j / median(n_1..)."""
+    rng = np.random.default_rng(3)
+    scores = np.where(np.tril(np.ones((5, 5))) > 0, rng.normal(size=(5, 5)), -np.inf)
+    maps = np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)
+    norms = rng.uniform(0.5, 2.0, size=5)
+    expected = np.full((5, 4), np.nan)
+    typical = sum(sorted(norms[1:])[1:3]) / 2  # the median of four norms
+    for row in range(1, 5):
+        rest = sum(maps[row, 1:])
+        for key in range(1, 5):
+            expected[row, key - 1] = maps[row, key] / rest * norms[key] / typical
+    np.testing.assert_allclose(metrics.value_scaled_past(maps, norms), expected, rtol=1e-12)

@@ -6,7 +6,8 @@ import streamlit as st
 from sinkscope.core.capture import Trace
 from sinkscope.experiments import interventions
 
-from views.state import cache, session
+from views.frame import Context
+from views.state import session
 from views.text import num, say, t, times
 from views.widgets import head_picker, lessons
 from views.widgets.sliders import decimal_slider, steps
@@ -33,7 +34,7 @@ def drop_first(trace: Trace) -> interventions.Intervention | None:
 
 
 def _random_word(request: session.Request) -> str:
-    loaded = cache.get_model(request.model, request.dtype)
+    loaded = request.loaded
     seed = st.session_state["br_seed"] = st.session_state.get("br_seed", -1) + 1  # a new word every time
     return interventions.random_word(loaded.tokenizer, seed)
 
@@ -47,7 +48,7 @@ def replace_first(request: session.Request, trace: Trace) -> interventions.Inter
         own = st.text_input(t("break.own_token"), key="br_own")
         if st.form_submit_button(t("break.replace")):
             text = own if choice == "own" else _random_word(request) if choice == "random" else choice
-            loaded = cache.get_model(request.model, request.dtype)
+            loaded = request.loaded
             change = lessons.attempt(lambda: interventions.single_token(loaded, text))
             if change is not None:
                 lessons.remember("br_replace", trace, change)
@@ -132,6 +133,6 @@ def show(request: session.Request, trace: Trace) -> None:
     paper(found, sensitivity(request, trace))
 
 
-def page() -> None:
+def page(context: Context) -> None:
     """Lesson 5: break the sink, by removing it, by replacing the first token, or by nudging it."""
-    lessons.lesson(("break.title", "break.intro"), show)
+    lessons.lesson(context, ("break.title", "break.intro"), show)

@@ -16,9 +16,11 @@ from sinkscope.core.errors import InputError
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.plot.census_figures import fig_census_kinds, fig_census_layers, fig_census_rate, fig_census_spread
 
+from views.frame import Context
 from views.state import cache, session
+from views.state.session import KEEP
 from views.text import language, local_table, num, say, t
-from views.widgets import charts, controls
+from views.widgets import charts
 from views.widgets.sliders import EPS_STEPS, decimal_slider
 
 SHIPPED = session.ASSETS / "census"
@@ -56,7 +58,9 @@ def chosen_census() -> pd.DataFrame | None:
     """The census the user picked: a shipped one, an uploaded Parquet file, or (not hosted) any folder."""
     config = cache.shared().settings
     options = [*shipped(), *([] if config.hosted else [FOLDER]), UPLOAD]
-    choice = st.selectbox(t("census.source"), options, format_func=source_title, key="census_source")
+    choice = st.selectbox(
+        t("census.source"), options, format_func=source_title, key="census_source", persist_state=KEEP
+    )
     try:
         if choice == UPLOAD:
             limit_kb = config.max_upload_bytes // 1024
@@ -66,7 +70,11 @@ def chosen_census() -> pd.DataFrame | None:
             if upload.size > config.max_upload_bytes:
                 raise InputError("error.file_too_large", name=upload.name, kb=upload.size // 1024, limit=limit_kb)
             return load_upload(upload.getvalue(), upload.name)
-        folder = Path(st.text_input(t("census.folder"), key="census_folder")) if choice == FOLDER else shipped()[choice]
+        folder = (
+            Path(st.text_input(t("census.folder"), key="census_folder", persist_state=KEEP))
+            if choice == FOLDER
+            else shipped()[choice]
+        )
         if choice == FOLDER and not (folder / "heads").is_dir():
             st.info(t("census.folder_help"))
             return None
@@ -116,11 +124,10 @@ def steady(heads: pd.DataFrame, eps: float) -> None:
     st.dataframe(local_table(shown, precision=3), hide_index=True, height=300, key="steady_table")
 
 
-def page() -> None:
+def page(_context: Context) -> None:  # the sidebar's text is not read here
     """Census: sink rates over a whole corpus, per model, window length, layer and head."""
     st.title(t("census.title"))
     st.caption(t("census.intro", level=round(100 * census_stats.LEVEL)))
-    controls.sidebar()  # the shared sidebar stays drawn, so its text and choices survive a visit here
     heads = chosen_census()
     if heads is None:
         return

@@ -5,16 +5,17 @@ from __future__ import annotations
 import streamlit as st
 from sinkscope.experiments import claims
 
-from views.state import cache, url_state
+from views.frame import Context
+from views.state import url_state
 from views.text import say, t
-from views.widgets import controls, scoreboard
+from views.widgets import scoreboard
 
 
-def page() -> None:
+def page(context: Context) -> None:
     """Claims scoreboard: each claim measured on the sidebar's model and text, or on the lab's runs."""
     st.title(t("claims.title"))
     st.markdown(t("claims.intro"))
-    analysis = cache.current_analysis(controls.sidebar())
+    analysis = context.analysis()
     if analysis is not None:
         scoreboard.table(scoreboard.measured(analysis.request, analysis.trace))
         st.caption(say(claims.how()))

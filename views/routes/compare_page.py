@@ -11,7 +11,9 @@ from sinkscope.core.metrics import nan_mean, sink_rate
 from sinkscope.core.names import DEFAULT_EPS, HEAD_METRICS
 from sinkscope.plot.census_figures import fig_diff_map
 
+from views.frame import Context
 from views.state import cache, session, url_state
+from views.state.session import KEEP
 from views.text import language, num, t
 from views.widgets import charts, controls
 from views.widgets.html_maps import head_map, kind_counts
@@ -88,7 +90,7 @@ def rates(a: Trace, b: Trace, eps: float) -> None:
 
 
 def head_maps(a: Trace, b: Trace) -> None:
-    metric = st.radio(t("explorer.colour_by"), HEAD_METRICS, horizontal=True, key="compare_metric")
+    metric = st.radio(t("explorer.colour_by"), HEAD_METRICS, horizontal=True, key="compare_metric", persist_state=KEEP)
     left, right = st.columns(2)
     for column, prefix, trace in ((left, "a_", a), (right, "b_", b)):
         column.caption(t("compare.map_of", side=prefix[0].upper()))
@@ -146,17 +148,16 @@ def rate_curves(sides: dict[str, session.Analysis], eps: float) -> None:
     charts.show(fig, "compare_by_eps", right)
 
 
-def page() -> None:
+def page(_context: Context) -> None:  # the sidebar's text is not read here
     """Compare: two runs side by side (with and without BOS, prose and code, two models) on one colour scale."""
     st.title(t("compare.title"))
     st.caption(t("compare.intro"))
-    controls.sidebar()  # the shared sidebar stays drawn, so its text and choices survive a visit here
     restore_sides()
     url_state.show_ignored()  # the sides' values come after the sidebar's notice: say them here, on this run
     options = presets()
     preset_label = {key: t(PRESET_TITLES[key]) for key in options}
     st.selectbox(t("compare.preset"), options, format_func=preset_label.get, key="compare_preset",
-                 on_change=apply_preset)  # fmt: skip
+                 on_change=apply_preset, persist_state=KEEP)  # fmt: skip
     found = {prefix: side(prefix, column) for prefix, column in zip(SIDES, st.columns(2), strict=True)}
     url_state.sync_sides(SIDES)
     if not all(found.values()):

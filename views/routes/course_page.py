@@ -20,9 +20,11 @@ from sinkscope.experiments import claims, interventions, kv_quant, stream_plan, 
 from sinkscope.findings.heads import strongest
 from sinkscope.plot.explore_figures import rolling_mean
 
+from views.frame import Context
 from views.state import cache, navigation, session, url_state
+from views.state.session import KEEP
 from views.text import language, say, t
-from views.widgets import charts, controls, lab_training, lessons, presenter, scoreboard, sink_cost
+from views.widgets import charts, lab_training, lessons, presenter, scoreboard, sink_cost
 
 Shown = tuple[Reveal, go.Figure | None]  # what a step reveals, and its one figure
 KV_SMOOTHING = 4  # tokens in the rolling mean of the quantized caches' loss (the texts are short)
@@ -181,7 +183,7 @@ def reveal(step: Step, chosen: str, request: session.Request, trace: Trace) -> N
     if fig is not None:
         charts.show(presenter.projected(fig), f"course_{step.id}", figure, presenter.figure_height())
     link = navigation.page_at(step.page)
-    verdict.page_link(link, label=t("course.open_page"), icon="↗", query_params=url_state.view_params())
+    verdict.page_link(link, label=t("course.open_page"), icon=":material/arrow_outward:", query_params=url_state.view_params())
 
 
 def step_buttons(index: int) -> None:
@@ -193,20 +195,19 @@ def step_buttons(index: int) -> None:
         ahead.markdown(t("course.finished"))
 
 
-def page() -> None:
+def page(context: Context) -> None:
     """Course: the current step, its question, and once answered its result on the sidebar's text."""
     restore()
-    request = controls.sidebar()
     if st.session_state.get("present"):
         presenter.apply()
     index = st.session_state["course_step"]
     step = STEPS[index]
     title, toggle = st.columns([2, 1], vertical_alignment="center")
     title.title(t("course.title"))
-    toggle.toggle(t("course.presenter"), key="present")
+    toggle.toggle(t("course.presenter"), key="present", persist_state=KEEP)
     st.progress((index + 1) / len(STEPS), text=t("course.step_of", step=index + 1, steps=len(STEPS),
                                                   title=t(step.key("title"))))  # fmt: skip
-    analysis = cache.current_analysis(request)
+    analysis = context.analysis()
     chosen = question(index, step)
     if chosen is not None and analysis is not None:
         reveal(step, chosen, analysis.request, analysis.trace)

@@ -8,6 +8,7 @@ from sinkscope.core.metrics import nan_mean
 from sinkscope.experiments import claims, interventions
 from sinkscope.experiments.interventions import Outcome
 
+from views.frame import Context
 from views.state import session
 from views.text import language, num, say, t
 from views.widgets import charts, lessons, sink_cost
@@ -123,6 +124,6 @@ def show(request: session.Request, trace: Trace) -> None:
     paper(trace, runs, sink_cost.section())
 
 
-def page() -> None:
+def page(context: Context) -> None:
     """Lesson 4: sinks and diagonals are two ways to switch a head off; both keep tokens from blurring."""
-    lessons.lesson(("diag.title", "diag.intro"), show)
+    lessons.lesson(context, ("diag.title", "diag.intro"), show)

@@ -7,14 +7,23 @@ import pandas as pd
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capture import Trace
-from sinkscope.core.metrics import shown_metrics, value_scaled, value_weighted, without_first_keys
+from sinkscope.core.metrics import (
+    shown_metrics,
+    value_scaled,
+    value_scaled_past,
+    value_weighted,
+    without_first_keys,
+)
 from sinkscope.core.names import DEFAULT_EPS, HEAD_COLUMNS, KIND_THRESHOLD, LAYER_COLUMNS
 from sinkscope.core.tokens import token_labels
+from sinkscope.course import STEPS
 from sinkscope.findings.heads import kind_shares, kinds_seen
 
+from views.frame import Context
 from views.state import cache, navigation, session, url_state
+from views.state.session import KEEP
 from views.text import kind_label, language, local_table, num, say, t
-from views.widgets import charts, controls, head_picker
+from views.widgets import charts, head_picker
 from views.widgets.html_maps import clicked_head, head_map, kind_counts
 from views.widgets.key_map import key_map
 from views.widgets.sliders import EPS_STEPS, decimal_slider
@@ -29,7 +38,7 @@ def map_tab(trace: Trace) -> None:
     st.metric(label, t("explorer.of_heads", rate=num(trace.sink_rate(eps), ".1f")))
     st.caption(t("explorer.sink_rate_help"))
     metrics = shown_metrics(trace.heads)
-    metric = st.radio(t("explorer.colour_by"), metrics, horizontal=True, key="metric")
+    metric = st.radio(t("explorer.colour_by"), metrics, horizontal=True, key="metric", persist_state=KEEP)
     left, right = st.columns([3, 2])
     with left:
         head_map(trace.heads, metric, key="head_map", on_click=open_clicked_head)
@@ -42,9 +51,9 @@ def map_tab(trace: Trace) -> None:
     between = round((eps + KIND_THRESHOLD) / 2, 2)  # a head between the two thresholds: counted, yet mixed
     right.caption(t("explorer.two_thresholds", eps=num(eps, ".2f"), rate=num(trace.sink_rate(eps), ".0f"),
                     kind=sink_kind, threshold=KIND_THRESHOLD, between=between))  # fmt: skip
-    right.page_link(navigation.page_at("metrics"), label=t("side.definitions"), icon="📖")
+    right.page_link(navigation.page_at("metrics"), label=t("side.definitions"), icon=":material/menu_book:")
     key_map(trace, "key_map")
-    st.page_link(navigation.page_at("origins"), label=t("explorer.to_origins"), icon="🧬")
+    st.page_link(navigation.page_at("origins"), label=t("explorer.to_origins"), icon=":material/genetics:")
     table = pd.DataFrame(trace.head_rows())
     shown = table[["layer", "head", *metrics]].assign(kind=table["kind"].map(kind_label))  # the CSV keeps English
     shown = shown.rename(columns={"layer": t("fig.layer"), "head": t("fig.head"), "kind": t("explorer.kind")})
@@ -94,6 +103,23 @@ def head_summary(trace: Trace, layer: int, head: int) -> None:
         cells[4].metric("learned_sink", num(heads["learned_sink"][layer, head]), help=t("explorer.learned_help"))
 
 
+def reads_map(weights: np.ndarray, value_norms: np.ndarray, value_units: bool, past_sink: bool) -> np.ndarray:
+    """The right map of One head: where each query's output comes from (or what it writes, in a typical value's
+    units), past the sink as the left map is when asked: the first key hidden and the rows renormalized."""
+    if value_units:
+        return value_scaled_past(weights, value_norms) if past_sink else value_scaled(weights, value_norms)
+    weighted = value_weighted(weights, value_norms)
+    return without_first_keys(weighted) if past_sink else weighted
+
+
+def reads_map_labels(value_units: bool, past_sink: bool) -> tuple[str, str, str | None]:
+    """(title, formula, unit) of the right map."""
+    past = t("explorer.past_suffix") if past_sink else ""
+    if value_units:
+        return t("explorer.writes_title") + past, t("explorer.writes_formula"), "fig.typical_values"
+    return t("explorer.reads_title") + past, t("explorer.reads_formula"), None
+
+
 @st.fragment
 def one_head(request: session.Request, trace: Trace) -> None:
     """Scrubbing layer and head reruns only this fragment: the model is never run again here."""
@@ -103,9 +129,12 @@ def one_head(request: session.Request, trace: Trace) -> None:
         st.info(t("explorer.no_attention", layer=layer, layers=", ".join(map(str, trace.attention_layers))))
         return
     options = st.columns(2)
-    log_scale = options[0].toggle(t("explorer.log_scale"), key="log_scale")
-    past_sink = options[1].toggle(t("explorer.past_sink"), key="past_sink", help=t("common.past_sink_help"))
-    value_units = st.toggle(t("explorer.value_units"), key="value_units")  # full width: a long label
+    log_scale = options[0].toggle(t("explorer.log_scale"), key="log_scale", persist_state=KEEP)
+    past_sink = options[1].toggle(t("explorer.past_sink"), key="past_sink", help=t("common.past_sink_help"),
+                                   persist_state=KEEP)  # fmt: skip
+    value_units = st.toggle(
+        t("explorer.value_units"), key="value_units", persist_state=KEEP
+    )  # full width: a long label
     maps = cache.get_layer_maps(request, trace, layer)
     head_summary(trace, layer, head)
     labels = token_labels(trace.tokens)
@@ -118,15 +147,11 @@ def one_head(request: session.Request, trace: Trace) -> None:
     fig = plot.fig_attention(
         raw[rows, cols], labels[rows], labels[first_key:][cols], title, log_scale, ZOOM, lang=language(), ghost=ghost
     )
-    if value_units:
-        weighted = value_scaled(maps.weights[head], maps.value_norms[head])
-        read_title, formula, unit = t("explorer.writes_title"), t("explorer.writes_formula"), "fig.typical_values"
-    else:
-        weighted = value_weighted(maps.weights[head], maps.value_norms[head])
-        read_title, formula, unit = t("explorer.reads_title"), t("explorer.reads_formula"), None
+    read_title, formula, unit = reads_map_labels(value_units, past_sink)
     read = plot.fig_attention(
-        weighted[rows, cols], labels[rows], labels[cols], read_title, log_scale, ZOOM, formula, language(), unit=unit
-    )
+        reads_map(maps.weights[head], maps.value_norms[head], value_units, past_sink)[rows, cols],
+        labels[rows], labels[first_key:][cols], read_title, log_scale, ZOOM, formula, language(), unit=unit,
+    )  # fmt: skip
     left, right = st.columns(2)
     charts.show(fig, "one_head_map", left)
     charts.show(read, "value_weighted_map", right)
@@ -182,10 +207,12 @@ def tabs(request: session.Request, trace: Trace) -> None:
                 draw[tab]()
 
 
-def page() -> None:
+def page(context: Context) -> None:
     """Explorer: which heads sink, which look at themselves, and what each one actually reads."""
     st.title(t("explorer.title"))
-    analysis = cache.current_analysis(controls.sidebar())
+    st.markdown(t("explorer.first_screen"))
+    st.page_link(navigation.page_at("course"), label=t("explorer.new_here", steps=len(STEPS)), icon=":material/school:")
+    analysis = context.analysis()
     if analysis is not None:
         tabs(analysis.request, analysis.trace)
     url_state.sync_url()

@@ -7,9 +7,10 @@ from sinkscope.core.capture import Trace
 from sinkscope.core.tokens import analyzed_part
 from sinkscope.plot import handout, slides
 
+from views.frame import Context
 from views.state import cache, session, url_state
 from views.text import language, t
-from views.widgets import charts, controls, lessons, scoreboard
+from views.widgets import charts, lessons, scoreboard
 
 PRINTED = ("claim", "verdict", "yours", "evidence")  # the scoreboard's columns that fit a printed page
 PREVIEW_HEIGHT = 900
@@ -24,15 +25,15 @@ def document(request: session.Request, trace: Trace) -> str:
     board = ([t(scoreboard.COLUMNS[name]) for name in PRINTED], rows, scoreboard.summary(verdicts).strip("*"))
     definitions = session.definitions_file(language()).read_text(encoding="utf-8")
     model = charts.model_name(request.model)
-    read = analyzed_part(cache.get_model(request.model, request.dtype).tokenizer, request.text, trace.token_ids)
+    read = analyzed_part(request.loaded.tokenizer, request.text, trace.token_ids)
     return handout.handout_html(trace, heads, board, definitions, model, read, language(), cut=read != request.text)
 
 
-def page() -> None:
+def page(context: Context) -> None:
     """The handout of the sidebar's text: a download, and a preview of what prints."""
     st.title(t("handout.title"))
     st.markdown(t("handout.intro", pages=handout.PRINTED_PAGES))
-    analysis = cache.current_analysis(controls.sidebar())
+    analysis = context.analysis()
     if analysis is not None:
         made = lessons.attempt(lambda: document(analysis.request, analysis.trace))
         if made is not None:

@@ -14,6 +14,7 @@ from sinkscope.experiments import kv_evict, kv_heads, kv_quant
 from sinkscope.experiments.streaming import builtin_text
 from sinkscope.plot import kv_slides
 
+from views.frame import Context
 from views.state import cache, session
 from views.text import language, local_table, num, percent, plain, say, t, times
 from views.widgets import charts, lessons, stop_button
@@ -76,7 +77,7 @@ def quantized_rows(request: session.Request, trace: Trace, asked: tuple) -> list
     if partial is not None and partial[0] == key:
         st.caption(t("kv.quant_stopped", done=len(partial[1]), total=1 + len(asked[0]) * len(asked[1])))
         return partial[1]
-    loaded = cache.get_model(request.model, request.dtype)
+    loaded = request.loaded
 
     def run(show: Show) -> list[kv_quant.KVRow]:
         def progress(rows: list[kv_quant.KVRow], total: int) -> bool:
@@ -128,7 +129,7 @@ def evicted(request: session.Request) -> kv_evict.Eviction | None:
     n_tokens = cells[0].select_slider(t("kv.evict_tokens"), EVICT_TOKENS, value=EVICT_TOKENS[1], key="kv_tokens")
     budget = cells[1].select_slider(t("kv.evict_budget"), BUDGETS, value=BUDGETS[2], key="kv_budget")
     if st.button(t("kv.evict_run"), key="kv_evict"):
-        loaded = cache.get_model(request.model, request.dtype)
+        loaded = request.loaded
         ids = loaded.encode(builtin_text(), n_tokens, truncate=True, add_bos=False)
 
         def run(show: Show) -> kv_evict.Eviction:
@@ -168,7 +169,7 @@ def eviction(request: session.Request) -> None:
     if message is not None:
         st.markdown(say(message))
     ids = st.session_state["kv_evicted"][1]
-    tokens = list(display_tokens(cache.get_model(request.model, request.dtype).tokenizer, ids))
+    tokens = list(display_tokens(request.loaded.tokenizer, ids))
     for key, fig in kv_slides.eviction_figures(found, tokens, lang=language()).items():
         charts.show(fig, key)
 
@@ -176,7 +177,7 @@ def eviction(request: session.Request) -> None:
 def measure_heads(request: session.Request, n_tokens: int, budget: int) -> None:
     """Every head's map over the first tokens of Python's help, then DuoAttention's policies (a stopped map keeps
     its layers, and its policies count the rest as whole)."""
-    loaded = cache.get_model(request.model, request.dtype)
+    loaded = request.loaded
     ids = loaded.encode(builtin_text(), n_tokens, truncate=True, add_bos=False)
 
     def run(show: Show) -> tuple:
@@ -237,7 +238,7 @@ def both(request: session.Request, trace: Trace) -> None:
     heads(request)
 
 
-def page() -> None:
+def page(context: Context) -> None:
     """KV-cache lab: a quantized cache with and without its sinks, eviction policies at one budget, and the heads
     that need the whole context."""
-    lessons.lesson(("kv.title", "kv.intro"), both)
+    lessons.lesson(context, ("kv.title", "kv.intro"), both)

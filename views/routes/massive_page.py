@@ -8,7 +8,8 @@ from sinkscope.core.capture import Trace
 from sinkscope.experiments import interventions
 from sinkscope.findings import residual
 
-from views.state import cache, session
+from views.frame import Context
+from views.state import session
 from views.text import language, local_table, num, say, t
 from views.widgets import charts, head_picker, lessons
 
@@ -63,7 +64,7 @@ def intervention(request: session.Request, trace: Trace) -> dict[str, tuple]:
         start = st.slider(t("massive.from_layer"), 1, len(trace.layers["top1"]) - 1, key="ma_from")
         submitted = st.form_submit_button(t("lesson.run_intervention"))
     if submitted:
-        loaded = cache.get_model(request.model, request.dtype)
+        loaded = request.loaded
         run = lambda: interventions.set_massive(loaded, trace.massive, mode, start, request.add_bos)  # noqa: E731
         args = (interventions.massive_cells(trace.massive), mode, start, request.add_bos)
         change = lessons.attempt(lambda: lessons.cached(request, "massive", args, run, t("massive.measuring")))
@@ -117,6 +118,6 @@ def show(request: session.Request, trace: Trace) -> None:
     paper(trace, intervention(request, trace))
 
 
-def page() -> None:
+def page(context: Context) -> None:
     """Lesson 3: massive activations, a few huge channels of the first token that act as fixed biases."""
-    lessons.lesson(("massive.title", "massive.intro"), show)
+    lessons.lesson(context, ("massive.title", "massive.intro"), show)

@@ -11,7 +11,8 @@ from sinkscope.core.writes import PARTS
 from sinkscope.experiments import elsewhere, qk, writes
 from sinkscope.findings import origins
 
-from views.state import cache, session
+from views.frame import Context
+from views.state import session
 from views.text import language, local_table, num, percent, plain, say, t
 from views.widgets import charts, head_picker, lessons
 from views.widgets.key_map import key_map
@@ -42,7 +43,7 @@ def secondary(trace: Trace) -> None:
 def first_token(request: session.Request, trace: Trace) -> None:
     st.subheader(t("origins.writes_heading"))
     if trace.writes is None:
-        st.info(t("error.writes_unavailable", family=cache.get_model(request.model, request.dtype).info.family))
+        st.info(t("error.writes_unavailable", family=request.loaded.info.family))
         return
     built = writes.first_writes(trace)
     left, right = st.columns(2)
@@ -101,7 +102,7 @@ def why_this_head(request: session.Request, trace: Trace) -> None:
         st.info(t("origins.two_tokens"))
         return
     first, last = cells[2].slider(t("origins.queries"), 1, last, (1, last), key="or_queries")
-    loaded = cache.get_model(request.model, request.dtype)
+    loaded = request.loaded
     args = (trace.token_ids, layer, head, first, last)
     run = lambda: qk.qk_attribution(loaded, trace.token_ids, layer, head, (first, last))  # noqa: E731
     terms = lessons.attempt(lambda: lessons.cached(request, "qk", args, run, t("origins.attributing")))
@@ -132,7 +133,7 @@ def sink_elsewhere(request: session.Request, trace: Trace) -> None:
         asked = st.form_submit_button(t("origins.make_sink"))
     if not asked:
         return
-    loaded = cache.get_model(request.model, request.dtype)
+    loaded = request.loaded
     run = lambda: elsewhere.make_sink(loaded, trace, position, layer, mode)  # noqa: E731
     made = lessons.attempt(lambda: lessons.cached(request, "elsewhere", (trace.token_ids, position, layer, mode), run,
                                                   t("origins.making")))  # fmt: skip
@@ -157,6 +158,6 @@ def show(request: session.Request, trace: Trace) -> None:
     sink_elsewhere(request, trace)
 
 
-def page() -> None:
+def page(context: Context) -> None:
     """Lesson 4: where sinks are made."""
-    lessons.lesson(("origins.title", "origins.intro"), show)
+    lessons.lesson(context, ("origins.title", "origins.intro"), show)

@@ -8,6 +8,7 @@ from sinkscope.core.metrics import value_weighted
 from sinkscope.core.tokens import token_labels
 from sinkscope.findings.heads import sink_reading
 
+from views.frame import Context
 from views.state import cache, session
 from views.text import language, num, percent, say, t
 from views.widgets import charts, head_picker, lessons
@@ -104,6 +105,6 @@ def show(request: session.Request, trace: Trace) -> None:
     paper(trace, key_geometry(request, trace))
 
 
-def page() -> None:
+def page(context: Context) -> None:
     """Lesson 2: the sink reads nothing. Attending to it is how a head switches itself off."""
-    lessons.lesson(("reads.title", "reads.intro"), show)
+    lessons.lesson(context, ("reads.title", "reads.intro"), show)

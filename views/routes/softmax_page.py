@@ -8,6 +8,7 @@ from sinkscope.core import metrics
 from sinkscope.core.capture import Trace
 from sinkscope.core.tokens import token_labels
 
+from views.frame import Context
 from views.state import cache, navigation, session
 from views.text import language, local_table, num, percent, t
 from views.widgets import charts, head_picker, lessons
@@ -134,7 +135,7 @@ def learned_sink(trace: Trace) -> None:
     st.info(t("softmax.learned_here", mean=num(float(np.nanmean(learned))), top=num(float(learned[layer, head])),
               layer=int(layer), head=int(head)))  # fmt: skip
     head_map(trace.heads, "learned_sink", key="sm_learned_map")
-    st.page_link(navigation.page_at("explorer"), label=t("softmax.learned_link"), icon="👻")
+    st.page_link(navigation.page_at("explorer"), label=t("softmax.learned_link"), icon=":material/visibility:")
 
 
 def paper(trace: Trace) -> None:
@@ -157,6 +158,6 @@ def show(request: session.Request, trace: Trace) -> None:
     paper(trace)
 
 
-def page() -> None:
+def page(context: Context) -> None:
     """Lesson 1: softmax must spend one unit of attention, so spare attention has to land somewhere."""
-    lessons.lesson(("softmax.title", "softmax.intro"), show, before=toy_row)
+    lessons.lesson(context, ("softmax.title", "softmax.intro"), show, before=toy_row)

@@ -15,9 +15,10 @@ from sinkscope.experiments import streaming
 from sinkscope.experiments.stream_plan import REAL_CACHE, StreamResults, StreamSetup, plan, run_job
 from sinkscope.serving.runs import RunQueue
 
+from views.frame import Context
 from views.state import cache, session, url_state
 from views.text import language, local_figure, local_table, num, say, t
-from views.widgets import charts, controls, stop_button
+from views.widgets import charts, stop_button
 
 SINK_CHOICES = [0, 1, 2, 4, 8]
 GENERATION = {"new": 80, "prompt": 48, "sinks": 4, "cache": 20}  # the gibberish demo: tokens, prompt, two caches
@@ -159,7 +160,7 @@ class LiveRun:
 
 def run_all(request: session.Request, setup: StreamSetup, ids: list[int]) -> None:
     """Stream every method; the curves are drawn as they grow and land in the session, so a stop keeps them."""
-    loaded = cache.get_model(request.model, request.dtype)
+    loaded = request.loaded
     results = st.session_state["stream_results"] = StreamResults(setup)
     jobs, queue = plan(setup), cache.shared().queue(request.model)
     live = LiveRun(results, Clock(max(1, sum(job.streams for job in jobs)) * (len(ids) - 1)))
@@ -199,7 +200,7 @@ def show_results(results: StreamResults) -> None:
 def sweep(request: session.Request, ids: list[int], cache_size: int, engine: str) -> tuple[list[int], list[float]]:
     """(sink counts, perplexities) at one cache size: with the real cache every count streams side by side as
     one batch; a progress bar (and a Stop point) at every step."""
-    loaded = cache.get_model(request.model, request.dtype)
+    loaded = request.loaded
     bar, queue = Bar(t("stream.sweeping")), cache.shared().queue(request.model)
     counts = [sinks for sinks in SINK_CHOICES if sinks < cache_size]  # a cache must hold the current token
     if engine == "sinks":
@@ -233,7 +234,7 @@ def sink_sweep(request: session.Request, ids: list[int], cache_size: int) -> Non
 
 def generate_both(request: session.Request, prompt: list[int]) -> list[str]:
     """The same prompt continued with GENERATION's sinks + recent tokens and with its cache of recent tokens only."""
-    loaded = cache.get_model(request.model, request.dtype)
+    loaded = request.loaded
     bar, queue = Bar(t("stream.generating")), cache.shared().queue(request.model)
     progress = yielding(queue, lambda done, total: bar.progress(len(done) / total, text=t("stream.generating")))
     with queue.turn():
@@ -256,7 +257,7 @@ def gibberish_demo(request: session.Request, ids: list[int]) -> None:
     st.subheader(t("stream.generate_title"))
     st.caption(t("stream.generate_help", **GENERATION, recent=GENERATION["cache"] - GENERATION["sinks"]))
     if st.button(t("stream.generate", new=GENERATION["new"]), key="generate"):
-        tokenizer = cache.get_model(request.model, request.dtype).tokenizer
+        tokenizer = request.loaded.tokenizer
         prompt = prompt_of(tokenizer, ids)
         with stop_button.while_running("stop_generate", "stream.stop_sweep_help"):
             st.session_state["generated_texts"] = [tokenizer.decode(prompt), *generate_both(request, prompt)]
@@ -280,14 +281,14 @@ def paper() -> None:
     right.table(local_table(sinks_table.set_index(sinks_table.columns[0]), 2))
 
 
-def page() -> None:
+def page(context: Context) -> None:
     """Streaming: evict the sink and the model collapses; keep four tokens and it streams on (StreamingLLM)."""
     st.title(t("stream.title"))
     st.markdown(t("stream.intro"))
-    request = controls.sidebar()
+    request = context.request
     if request is not None:
         try:
-            loaded = cache.get_model(request.model, request.dtype)
+            loaded = request.loaded
             streaming.rotary_of(loaded.model)
         except SinkscopeError as err:
             st.error(say(err))

@@ -84,10 +84,10 @@ class Job:
 def waiting_for(wait: Wait) -> str:
     """What a visitor's run waits for, in words: the server's own preparation or other visitors' runs, and for about
     how long once runs like them have been timed."""
-    key = "common.wait_visitors" if wait.visitors else "common.wait_server"
     if wait.seconds is None:
-        return t(key, n=wait.visitors)
-    return t(key + "_eta", n=wait.visitors, s=max(1, round(wait.seconds)))
+        return t("common.wait_visitors" if wait.visitors else "common.wait_server", n=wait.visitors)
+    key = "common.wait_visitors_eta" if wait.visitors else "common.wait_server_eta"
+    return t(key, n=wait.visitors, s=max(1, round(wait.seconds)))
 
 
 @contextmanager
@@ -171,7 +171,7 @@ def kv_check_job(loaded: LoadedModel, spec: str, dtype: str) -> Job | None:
 
 
 def get_trace(request: Request) -> Trace:
-    job = trace_job(get_model(request.model, request.dtype), request)
+    job = trace_job(request.loaded, request)
     return run_once(job.queue, job.key, job.run, t("common.running_model"))
 
 
@@ -197,7 +197,7 @@ def warm_examples() -> None:
 
 def get_layer_maps(request: Request, trace: Trace, layer: int) -> LayerMaps:
     """One layer's maps of the trace's text: that layer alone runs, from the trace's h^layer."""
-    loaded, ids = get_model(request.model, request.dtype), trace.token_ids
+    loaded, ids = request.loaded, trace.token_ids
     run = lambda: attention_maps(loaded, ids, layer, start=trace.residual[layer])  # noqa: E731
     return run_once(request.model, ("maps", request.dtype, ids, layer), run, t("common.recomputing_layer"))
 
@@ -211,7 +211,7 @@ def get_layer_strip(request: Request, trace: Trace, layer: int) -> np.ndarray:
 
 
 def get_thumbnails(request: Request, token_ids: tuple[int, ...]) -> np.ndarray:
-    loaded = get_model(request.model, request.dtype)
+    loaded = request.loaded
     run = lambda: thumbnails(loaded, token_ids, size=32)  # noqa: E731
     return run_once(request.model, ("thumbnails", request.dtype, token_ids), run, t("common.drawing_heads"))
 
@@ -241,17 +241,20 @@ def analysis_of(request: Request, prefix: str = "") -> Analysis | None:
 
 
 def current_analysis(request: Request | None) -> Analysis | None:
-    """The analysis of the sidebar's text; after an error, the message and the previous result.
+    """The analysis of the sidebar's text; after a failed run, the message and the previous result of the same model
+    (never another model's figures under this one's name); nothing without a request (no model loaded).
 
     A session keeps only its last request: the result lives in the shared cache, bounded by bytes (a trace at
     512 tokens is about 37 MB, mostly its residual norms), and is computed again if it was evicted.
     """
-    analysis = analysis_of(request) if request is not None else None
+    if request is None:
+        return None
+    analysis = analysis_of(request)
     if analysis is not None:
         st.session_state["last_request"] = request
         return analysis
     previous = st.session_state.get("last_request")
-    if previous is None or previous == request:
+    if previous is None or previous == request or (previous.model, previous.dtype) != (request.model, request.dtype):
         return None
     st.caption(t("common.previous_result"))
     return analysis_of(previous)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import streamlit as st
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import LANGUAGES, pick_language
-from sinkscope.core.models import resolve_device
+from sinkscope.core.models import LoadedModel, resolve_device
 from sinkscope.serving.settings import Settings
 
 from views.text import set_language
@@ -21,12 +21,7 @@ ASSETS = ROOT / "assets"
 DOCS = ROOT / "docs"
 EXAMPLES = {e["id"]: e for e in json.loads((ASSETS / "examples.json").read_text(encoding="utf-8"))}
 LANGUAGE_EXAMPLES = {"en": "english", "fr": "french", "pt": "portuguese"}  # the prose a language opens on
-CARRIED = (
-    "lang", "model_choice", "model_path", "dtype", "example", "text", "add_bos", "layer", "head",
-    "metric", "eps", "log_scale", "past_sink", "value_units", "tab_id",
-    *(side + key for side in ("a_", "b_") for key in ("model_choice", "model_path", "example", "text", "add_bos")),
-    "compare_preset", "compare_metric", "compare_eps", "census_source", "census_folder", "census_eps", "present",
-)  # fmt: skip  # widgets of other pages and of the explorer's closed tabs keep their values
+KEEP = "session"  # persist_state of a widget whose value outlives a visit to another page (Streamlit keeps it)
 
 
 def _secrets() -> dict[str, str]:
@@ -46,13 +41,15 @@ GPU_DTYPES = ["bfloat16", "float16", "float32"]
 
 @dataclass(frozen=True)
 class Request:
-    """What the sidebar asks for: plain strings and ints, so results cache by value."""
+    """What the sidebar asks for: plain strings and ints, so results cache by value, and the model they name, loaded
+    once by the sidebar (not part of the value: two requests for one model and text are equal)."""
 
     model: str
     dtype: str
     text: str
     add_bos: bool | None
     truncate: bool
+    loaded: LoadedModel | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -83,14 +80,3 @@ def choose_language() -> None:
     if state.get("lang") not in LANGUAGES:
         state["lang"] = pick_language(st.query_params.get("lang"), st.context.locale)
     set_language(state["lang"])
-
-
-def carry_over() -> None:
-    """Keep shared widget values when the user moves to another page.
-
-    A widget belongs to the page that drew it: Streamlit drops its value when another page's script
-    runs. Writing the value back as plain session state lets the next page's widget start from it.
-    """
-    for key in CARRIED:
-        if key in st.session_state:
-            st.session_state[key] = st.session_state[key]

@@ -1,6 +1,9 @@
-"""The sidebar every page draws: language, model, text (example, typed or uploaded), BOS toggle and token count."""
+"""The sidebar the entry draws once for every page: the text (example, typed or uploaded), its BOS toggle and token
+count, the model and its badge, the language."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import streamlit as st
 from sinkscope.core.bundled import BUNDLED
@@ -10,9 +13,9 @@ from sinkscope.core.models import LoadedModel, resolve_device
 from sinkscope.core.tokens import adds_bos_by_default, decode_text, has_bos
 from sinkscope.serving.settings import Settings
 
-from views.state import navigation
+from views import frame
 from views.state.cache import get_model, shared, token_limit
-from views.state.session import EXAMPLES, GPU_DTYPES, LANGUAGE_EXAMPLES, Request, carry_over, chosen_dtype
+from views.state.session import EXAMPLES, GPU_DTYPES, KEEP, LANGUAGE_EXAMPLES, Request, chosen_dtype
 from views.state.url_state import CUSTOM, URL_TEXT_LIMIT, restore_from_url, show_ignored
 from views.text import language, say, t
 
@@ -35,8 +38,13 @@ def model_choices(config: Settings) -> dict[str, str]:
 def _model_picker(prefix: str = "") -> str:
     config = shared().settings
     labels = model_choices(config)
-    choice = st.selectbox(t("side.model"), list(labels), format_func=labels.get, key=prefix + "model_choice")
-    spec = st.text_input(t("side.model_path"), key=prefix + "model_path") if choice == CUSTOM else choice
+    choice = st.selectbox(t("side.model"), list(labels), format_func=labels.get, key=prefix + "model_choice",
+                          persist_state=KEEP)  # fmt: skip
+    spec = (
+        st.text_input(t("side.model_path"), key=prefix + "model_path", persist_state=KEEP)
+        if choice == CUSTOM
+        else choice
+    )
     return (spec or "").strip()
 
 
@@ -72,7 +80,7 @@ def _text_input(prefix: str = "") -> str:
     ids = [*EXAMPLES, CUSTOM]
     titles = {k: t(EXAMPLES[k]["title"]) for k in EXAMPLES} | {CUSTOM: t("side.own_text")}
     st.session_state.setdefault(prefix + "example", LANGUAGE_EXAMPLES.get(language(), ids[0]))
-    example = st.selectbox(t("side.example"), ids, format_func=titles.get, key=prefix + "example")
+    example = st.selectbox(t("side.example"), ids, format_func=titles.get, key=prefix + "example", persist_state=KEEP)
     if example != CUSTOM:
         st.caption(t(EXAMPLES[example]["teaches"]))
         if st.session_state.get(prefix + "loaded_example") != example:
@@ -80,7 +88,8 @@ def _text_input(prefix: str = "") -> str:
             st.session_state[prefix + "loaded_example"] = example
             st.session_state.pop(prefix + "text_error", None)
     # no max_chars: Streamlit's box drops a longer paste without a word; _text_edited refuses it and says why
-    text = st.text_area(t("side.text"), key=prefix + "text", height=180, on_change=_text_edited, args=(prefix,))
+    text = st.text_area(t("side.text"), key=prefix + "text", height=180, on_change=_text_edited, args=(prefix,),
+                        persist_state=KEEP)  # fmt: skip
     st.session_state[prefix + "text_kept"] = text
     if prefix + "text_error" in st.session_state:
         st.error(st.session_state[prefix + "text_error"])
@@ -108,38 +117,63 @@ def _token_count_caption(loaded: LoadedModel, text: str, add_bos: bool | None) -
     st.caption(t("side.token_count_over" if over else "side.token_count", n=n_tokens, limit=limit))
 
 
-def sidebar() -> Request | None:
-    """Draw the shared controls; return the request, or None with a message when there is none yet."""
-    carry_over()
+def sidebar() -> frame.Context:
+    """Draw the shared sidebar, the text first (a newcomer types without scrolling), then the model and the
+    language; return the context every page is handed. A model that fails to load says so at the top of the stage
+    and gives the page no request, so no figure of another model stays on screen under its name."""
     restore_from_url(shared().settings, EXAMPLES)
+    stage_top = st.container()  # the main area's first element: above the page's title
     with st.sidebar:
         show_ignored()
-        st.selectbox(t("side.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang")
-        st.page_link(navigation.page_at("metrics"), label=t("side.definitions"), icon="📖")
+        text_area, model_area = st.container(), st.container()
+        st.selectbox(t("side.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang", persist_state=KEEP)
         if resolve_device() == "cuda":
-            st.selectbox(t("side.gpu_dtype"), GPU_DTYPES, key="dtype")
-        return request_controls()
+            st.selectbox(t("side.gpu_dtype"), GPU_DTYPES, key="dtype", persist_state=KEEP)
+    with model_area:
+        spec, loaded = _model_controls("", lambda spec, err: frame.load_failed(stage_top, spec, err))
+    with text_area:
+        text = _text_input()
+        add_bos = None if loaded is None else _bos_and_count(loaded, text)
+    if loaded is None:
+        return frame.Context(None)
+    truncate = st.session_state.get("truncate_text") == text
+    return frame.Context(Request(spec, chosen_dtype(), text, add_bos, truncate, loaded))
 
 
-def request_controls(prefix: str = "") -> Request | None:
-    """Model, text and BOS toggle; the request they make, or None with a message when there is none yet."""
-    spec, dtype = _model_picker(prefix), chosen_dtype()
+def _model_controls(prefix: str, failed: Callable[[str, SinkscopeError], None]) -> tuple[str, LoadedModel | None]:
+    """The model picker and the chosen model's badge: (its spec, the model); None when there is no model yet, or
+    when it failed to load (``failed`` says so)."""
+    spec = _model_picker(prefix)
     if not spec:
         st.info(t("side.type_model"))
-        return None
+        return spec, None
     try:
-        loaded = get_model(spec, dtype)
+        loaded = get_model(spec, chosen_dtype())
     except SinkscopeError as err:
-        st.error(say(err))
-        return None
+        failed(spec, err)
+        return spec, None
     st.text(loaded.info.badge(language()))
-    text = _text_input(prefix)
+    return spec, loaded
+
+
+def _bos_and_count(loaded: LoadedModel, text: str, prefix: str = "") -> bool | None:
+    """The BOS toggle where the tokenizer has one, and the token count against the limit."""
     add_bos = None
     if has_bos(loaded.tokenizer):
         st.session_state.setdefault(prefix + "add_bos", adds_bos_by_default(loaded.tokenizer))
         # a compare side is half as wide as the sidebar's text: a shorter label
         label = t("compare.add_bos" if prefix else "side.add_bos", token=loaded.tokenizer.bos_token)
-        add_bos = st.toggle(label, key=prefix + "add_bos", help=t("side.add_bos_help"))
+        add_bos = st.toggle(label, key=prefix + "add_bos", help=t("side.add_bos_help"), persist_state=KEEP)
     _token_count_caption(loaded, text, add_bos)
+    return add_bos
+
+
+def request_controls(prefix: str) -> Request | None:
+    """A compare side's model, text and BOS toggle; the request they make, or None with a message."""
+    spec, loaded = _model_controls(prefix, lambda _spec, err: st.error(say(err)))
+    if loaded is None:
+        return None
+    text = _text_input(prefix)
+    add_bos = _bos_and_count(loaded, text, prefix)
     truncate = st.session_state.get(prefix + "truncate_text") == text
-    return Request(spec, dtype, text, add_bos, truncate=truncate)
+    return Request(spec, chosen_dtype(), text, add_bos, truncate, loaded)

@@ -10,6 +10,7 @@ from sinkscope.core.capture import Trace
 from sinkscope.core.names import KIND_THRESHOLD
 from sinkscope.plot import KIND_COLORS
 
+from views.state.session import KEEP
 from views.text import coloured, kind_label, t
 
 
@@ -39,8 +40,8 @@ def pick_head(trace: Trace) -> tuple[int, int]:
     clamp("layer", n_layers - 1)
     clamp("head", n_heads - 1)
     pick = st.columns(2)
-    layer = pick[0].slider(t("common.layer"), 0, n_layers - 1, key="layer")
-    return layer, pick[1].slider(t("common.head"), 0, n_heads - 1, key="head")
+    layer = pick[0].slider(t("common.layer"), 0, n_layers - 1, key="layer", persist_state=KEEP)
+    return layer, pick[1].slider(t("common.head"), 0, n_heads - 1, key="head", persist_state=KEEP)
 
 
 def kind_cell(container: Any, kind: str) -> None:

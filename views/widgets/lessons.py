@@ -15,21 +15,23 @@ from sinkscope.experiments import interventions, nudges
 from sinkscope.experiments.geometry import key_geometry
 from sinkscope.experiments.interventions import Intervention, Outcome
 
+from views.frame import Context
 from views.state import cache, session, url_state
 from views.text import local_table, num, percent, say, t
-from views.widgets import charts, controls
+from views.widgets import charts
 
 
 def lesson(
-    keys: tuple[str, str], body: Callable[[session.Request, Trace], None], before: Callable[[], None] | None = None
-) -> None:
+    context: Context, keys: tuple[str, str], body: Callable[[session.Request, Trace], None],
+    before: Callable[[], None] | None = None,
+) -> None:  # fmt: skip
     """A why-sinks page: its title and intro (catalogue keys), ``before()`` (what needs no model), then
     ``body`` on the sidebar's analysis, and the URL kept in sync."""
     st.title(t(keys[0]))
     st.markdown(t(keys[1]))
     if before is not None:
         before()
-    analysis = cache.current_analysis(controls.sidebar())
+    analysis = context.analysis()
     if analysis is not None:
         body(analysis.request, analysis.trace)
     url_state.sync_url()
@@ -45,7 +47,7 @@ def cached(request: session.Request, what: str, args: tuple, run: Callable[[], A
 
 
 def outcome_job(request: session.Request, ids: tuple[int, ...], change: Intervention | None) -> cache.Job:
-    loaded = cache.get_model(request.model, request.dtype)
+    loaded = request.loaded
     return job(request, "outcome", (ids, change), lambda: interventions.outcome(loaded, ids, change))
 
 
@@ -56,7 +58,7 @@ def outcome(request: session.Request, ids: tuple[int, ...], change: Intervention
 
 def sensitivity(request: session.Request, ids: tuple[int, ...], position: int, size: float) -> dict[int, float]:
     """Mean KL of the predictions after nudging token 0 and token ``position`` by ``size`` x the median h^0 norm."""
-    loaded = cache.get_model(request.model, request.dtype)
+    loaded = request.loaded
 
     def run() -> dict[int, float]:
         scale = interventions.embedding_scale(loaded, ids)
@@ -67,7 +69,7 @@ def sensitivity(request: session.Request, ids: tuple[int, ...], position: int, s
 
 def spread_job(request: session.Request, ids: tuple[int, ...], size: float) -> cache.Job:
     """Token 0's nudge against other tokens' over many random directions and three positions."""
-    loaded = cache.get_model(request.model, request.dtype)
+    loaded = request.loaded
 
     def run() -> nudges.Spread:
         return nudges.sensitivity_spread(loaded, ids, size * interventions.embedding_scale(loaded, ids))
@@ -80,7 +82,7 @@ def sensitivity_spread(request: session.Request, ids: tuple[int, ...], size: flo
 
 
 def geometry(request: session.Request, ids: tuple[int, ...]) -> dict[str, np.ndarray]:
-    loaded = cache.get_model(request.model, request.dtype)
+    loaded = request.loaded
     return cached(request, "geometry", (ids,), lambda: key_geometry(loaded, ids), t("lesson.reading_keys"))
 
 

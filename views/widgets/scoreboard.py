@@ -45,7 +45,7 @@ STATUS = {"reproduces": "claims.reproduces", "partly": "claims.partly", "differs
 def streaming_check_job(request: session.Request) -> cache.Job:
     """Dense, window and sinks + window perplexity of ``stream_plan.CHECK``, cached for every session (the warm
     start runs it for the default model)."""
-    return cache.streaming_check_job(cache.get_model(request.model, request.dtype), request.model, request.dtype)
+    return cache.streaming_check_job(request.loaded, request.model, request.dtype)
 
 
 def streaming_check(request: session.Request) -> dict[str, float]:
@@ -55,7 +55,7 @@ def streaming_check(request: session.Request) -> dict[str, float]:
 def kv_claim_job(request: session.Request, trace: Trace) -> cache.Job:
     """The text's quantized caches with nothing and with the sinks kept (``kv_quant.claim_runs``), which the
     scoreboard and the course's KV step both read."""
-    loaded = cache.get_model(request.model, request.dtype)
+    loaded = request.loaded
     return lessons.job(request, "kv_claim", (trace.token_ids,), lambda: kv_quant.claim_runs(loaded, trace))
 
 
@@ -72,7 +72,7 @@ def text_runs(request: session.Request, trace: Trace) -> dict[str, cache.Job]:
     }
     if trace.n_tokens > 2:  # a nudge needs a later prediction to move
         runs["sensitivity"] = lessons.spread_job(request, ids, 1.0)
-    loaded = cache.get_model(request.model, request.dtype)
+    loaded = request.loaded
     if not loaded.family.slow:  # its cache never reaches the quantizer: the claim says "not measured" quietly
         runs["kv"] = kv_claim_job(request, trace)
     kv_job = cache.kv_check_job(loaded, request.model, request.dtype)

@@ -12,6 +12,7 @@ from functools import partial
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
+from views.state.session import KEEP
 from views.state.url_state import EPS_RANGE, EPS_STEP
 from views.text import num
 
@@ -28,7 +29,8 @@ def decimal_slider(
     of them), each written with ``spec`` in the viewer's language."""
     held = st.session_state.get(key, value)
     st.session_state[key] = min(values, key=lambda candidate: abs(candidate - held))
-    return where.select_slider(label, list(values), format_func=partial(num, spec=spec), key=key)
+    return where.select_slider(label, list(values), format_func=partial(num, spec=spec), key=key,
+                               persist_state=KEEP)  # fmt: skip
 
 
 EPS_STEPS = steps(*EPS_RANGE, EPS_STEP)  # the sink-rate threshold's values, the ones a link may carry

@@ -252,6 +252,15 @@ def value_scaled(maps: np.ndarray, value_norms: np.ndarray) -> np.ndarray:
         return np.asarray(maps, dtype=np.float64) * (norms / typical)[..., None, :]
 
 
+def value_scaled_past(maps: np.ndarray, value_norms: np.ndarray, k: int = 1) -> np.ndarray:
+    """``value_scaled`` of the attention past the first ``k`` keys: the rows renormalized over keys k.. as
+    ``without_first_keys`` does, in the same unit (a typical token's value, the median over keys 1..)."""
+    norms = np.asarray(value_norms, dtype=np.float64)
+    typical = np.median(norms[..., 1:], axis=-1, keepdims=True) if norms.shape[-1] > 1 else norms
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return without_first_keys(maps, k) * (norms[..., k:] / typical)[..., None, :]
+
+
 def softmax(scores: np.ndarray) -> np.ndarray:
     """e^{x_i} / sum_j e^{x_j} over the last axis: every row spends exactly one unit."""
     x = np.asarray(scores, dtype=np.float64)

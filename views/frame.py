@@ -1,0 +1,53 @@
+"""One frame for every page: the entry (app.py) draws what every page shares once, the sidebar, and hands each page
+its context: the request, the loaded model, and the analysis when the page asks for it.
+
+A model that cannot load clears the stage: the error and what to do stand at the top of the main area, and no page
+shows another model's figures under its name (``Context.analysis`` is None without a request).
+"""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+
+from sinkscope.core.errors import SinkscopeError
+from sinkscope.core.folders import looks_local
+from sinkscope.core.models import HUB_ID
+from streamlit.delta_generator import DeltaGenerator
+
+from views.state import cache
+from views.state.session import Analysis, Request
+from views.text import say, t
+
+
+@dataclass
+class Context:
+    """What a page is handed: the sidebar's request, which carries its loaded model (None until a model loads), and
+    the analysis of the request, run once when a page first asks for it."""
+
+    request: Request | None
+    _analysis: list[Analysis | None] = field(default_factory=list)  # empty until asked: a page may never ask
+
+    def analysis(self) -> Analysis | None:
+        """The analysis of the sidebar's text, or None with a message on the page."""
+        if not self._analysis:
+            self._analysis.append(cache.current_analysis(self.request))
+        return self._analysis[0]
+
+
+_current: contextvars.ContextVar[Context] = contextvars.ContextVar("sinkscope_context")
+
+
+def enter(context: Context) -> None:
+    """Called by the entry after drawing the sidebar: the context this run's page is handed."""
+    _current.set(context)
+
+
+def current() -> Context:
+    return _current.get()
+
+
+def load_failed(where: DeltaGenerator, spec: str, err: SinkscopeError) -> None:
+    """At the top of the stage: the model could not load, why, and what to do about it."""
+    remedy = "frame.remedy_hub" if HUB_ID.match(spec) and not looks_local(spec) else "frame.remedy_other"
+    where.error(t("frame.load_failed", spec=spec, error=say(err), remedy=t(remedy, spec=spec)), icon=":material/error:")
