@@ -1,5 +1,6 @@
 // A figure of sinkscope.plot.html_figures in the page: hover text follows the pointer at once (the browser's own
-// tooltip waits a second), and a click on a head map cell reports that head.
+// tooltip waits a second), a click on a head map cell reports that head, and a click (or Enter, or Space) on a token
+// of the lit text reports its position.
 const drawn = new WeakMap(); // root -> the markup it shows: a rerun with the same figure leaves the page as it is
 
 function draw(root, markup) {
@@ -37,5 +38,16 @@ export default function ({ data, parentElement, setTriggerValue }) {
     if (cell && data.clickable) {
       setTriggerValue("clicked", { layer: Number(cell.dataset.layer), head: Number(cell.dataset.head) });
     }
+    pick(event, data, setTriggerValue);
   };
+  root.onkeydown = (event) => {
+    if (event.key === "Enter" || event.key === " ") pick(event, data, setTriggerValue);
+  };
+}
+
+function pick(event, data, setTriggerValue) {
+  const token = event.target.closest("[data-query]");
+  if (!token || !data.clickable) return;
+  event.preventDefault();
+  setTriggerValue("picked", { query: Number(token.dataset.query) });
 }

@@ -79,3 +79,32 @@ def test_a_grid_of_maps_is_drawn_wide_enough_for_a_projector() -> None:
         drawn_width = image_height * (heads * 66 - 2) / (layers * 66 - 2)
         assert drawn_width >= 600 or fig.layout.height == 2400, (layers, heads, drawn_width)
         assert fig.layout.height <= 2400
+
+
+def test_the_lit_text_shades_each_key_by_its_weight_over_the_rows_largest() -> None:
+    """Query 2 of a hand-built row: the sink takes 0.6, token 1 0.1, token 2 0.3; token 3 comes after the query."""
+    from html.parser import HTMLParser
+
+    class Spans(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.spans: list[dict[str, str]] = []
+
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "span":
+                self.spans.append({name: value or "" for name, value in attrs})
+
+    tokens = ["The", "␣cat", "␣sat", "↵"]
+    page = Spans()
+    page.feed(plot.lit_text_html(tokens, np.array([0.6, 0.1, 0.3, 0.0]), 2, lang="fr"))
+    spans = page.spans
+    assert [span["data-query"] for span in spans] == ["0", "1", "2", "3"]
+    assert "rgba(31,119,180,1.000)" in spans[0]["style"] and "color:#fff" in spans[0]["style"]
+    assert "rgba(31,119,180,0.167)" in spans[1]["style"] and "rgba(31,119,180,0.500)" in spans[2]["style"]
+    assert spans[3]["style"] == "" and "ss-future" in spans[3]["class"]  # after the query: not seen, not shaded
+    assert "ss-query" in spans[2]["class"] and all(span["tabindex"] == "0" for span in spans)
+    assert spans[1]["title"] == "position 1 : ␣cat · attention 0,100"  # French: a decimal comma
+
+    past = Spans()  # past the sink: key 0 unshaded, the rest over their own largest
+    past.feed(plot.lit_text_html(tokens, np.array([np.nan, 0.25, 0.75, 0.0]), 2))
+    assert past.spans[0]["style"] == "" and "rgba(31,119,180,1.000)" in past.spans[2]["style"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 from dataclasses import dataclass, field
 
+import streamlit as st
 from sinkscope.core.errors import SinkscopeError
 from sinkscope.core.folders import looks_local
 from sinkscope.core.models import HUB_ID
@@ -35,16 +36,20 @@ class Context:
         return self._analysis[0]
 
 
+SESSION_KEY = "frame_context"
 _current: contextvars.ContextVar[Context] = contextvars.ContextVar("sinkscope_context")
 
 
 def enter(context: Context) -> None:
-    """Called by the entry after drawing the sidebar: the context this run's page is handed."""
+    """Called by the entry after drawing the sidebar: the context this run's page is handed. The session keeps it
+    too, for a fragment's rerun (a head scrubbed), which runs the fragment alone, on a thread of its own."""
     _current.set(context)
+    st.session_state[SESSION_KEY] = context
 
 
 def current() -> Context:
-    return _current.get()
+    """The context the entry made on this run, or the one the page was handed before a fragment's rerun."""
+    return _current.get(None) or st.session_state[SESSION_KEY]
 
 
 def load_failed(where: DeltaGenerator, spec: str, err: SinkscopeError) -> None:

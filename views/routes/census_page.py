@@ -14,6 +14,7 @@ from sinkscope.census.files import MANIFEST, read_heads
 from sinkscope.census.table import Limits
 from sinkscope.core.errors import InputError
 from sinkscope.core.names import DEFAULT_EPS
+from sinkscope.findings import sources
 from sinkscope.plot.census_figures import fig_census_kinds, fig_census_layers, fig_census_rate, fig_census_spread
 
 from views.frame import Context
@@ -131,6 +132,7 @@ def page(_context: Context) -> None:  # the sidebar's text is not read here
     heads = chosen_census()
     if heads is None:
         return
+    charts.computed_on(sources.corpus())
     st.session_state.setdefault("census_eps", DEFAULT_EPS)
     eps = decimal_slider(st, t("explorer.eps"), EPS_STEPS, DEFAULT_EPS, "census_eps")
     overview(heads, eps)

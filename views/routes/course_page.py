@@ -13,10 +13,12 @@ import plotly.graph_objects as go
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capture import Trace
+from sinkscope.core.i18n import Message
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.core.tokens import token_labels
 from sinkscope.course import STEPS, Reveal, Step, answers_param, parse_answers, reveals, step_index
 from sinkscope.experiments import claims, interventions, kv_quant, stream_plan, writes
+from sinkscope.findings import sources
 from sinkscope.findings.heads import strongest
 from sinkscope.plot.explore_figures import rolling_mean
 
@@ -147,6 +149,13 @@ SHOWN: dict[str, Callable[[session.Request, Trace], Shown]] = {
 }  # fmt: skip
 
 
+OFF_TEXT: dict[str, Callable[[], Message]] = {
+    "streaming": lambda: sources.builtin(stream_plan.CHECK.tokens),
+    "cost": lambda: sources.synthetic(sink_cost.shipped()["dim"]),
+    "lab": lambda: sources.lab_runs(len(lab_training.shipped_runs("backcopy"))),
+}  # the steps whose figure and verdict are not computed on the learner's text, and what they are computed on
+
+
 def choice_label(step: Step, choice: str) -> str:
     return t(step.key(choice), **reveals.choice_values(step))
 
@@ -174,16 +183,22 @@ def reveal(step: Step, chosen: str, request: session.Request, trace: Trace) -> N
     found, fig = shown
     label = partial(choice_label, step)
     with verdict:
+        on = OFF_TEXT[step.id]() if step.id in OFF_TEXT else None
         if chosen == found.truth:
             st.success(t("course.right", answer=label(chosen)))
         else:
-            st.info(t("course.here", answer=label(chosen), truth=label(found.truth)))
+            here = "course.here" if on is None else "course.here_elsewhere"  # "on this model and text" only if so
+            st.info(t(here, answer=label(chosen), truth=label(found.truth)))
         for sentence in found.said:
             st.markdown(say(sentence))
+        if on is not None and fig is None:
+            charts.computed_on(on)
     if fig is not None:
-        charts.show(presenter.projected(fig), f"course_{step.id}", figure, presenter.figure_height())
+        charts.show(presenter.projected(fig), f"course_{step.id}", figure, presenter.figure_height(), on)
     link = navigation.page_at(step.page)
-    verdict.page_link(link, label=t("course.open_page"), icon=":material/arrow_outward:", query_params=url_state.view_params())
+    verdict.page_link(
+        link, label=t("course.open_page"), icon=":material/arrow_outward:", query_params=url_state.view_params()
+    )
 
 
 def step_buttons(index: int) -> None:

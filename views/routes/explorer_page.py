@@ -22,9 +22,10 @@ from sinkscope.findings.heads import kind_shares, kinds_seen
 from views.frame import Context
 from views.state import cache, navigation, session, url_state
 from views.state.session import KEEP
-from views.text import kind_label, language, local_table, num, say, t
+from views.text import kind_label, language, local_table, num, plain, say, t
 from views.widgets import charts, head_picker
-from views.widgets.html_maps import clicked_head, head_map, kind_counts
+from views.widgets.html_maps import clicked_head, head_map, kind_counts, picked_query
+from views.widgets.html_maps import lit_text as lit
 from views.widgets.key_map import key_map
 from views.widgets.sliders import EPS_STEPS, decimal_slider
 
@@ -120,6 +121,27 @@ def reads_map_labels(value_units: bool, past_sink: bool) -> tuple[str, str, str 
     return t("explorer.reads_title") + past, t("explorer.reads_formula"), None
 
 
+def pick_query() -> None:
+    """A token clicked (or picked with Enter) in the lit text becomes its query."""
+    picked = picked_query("lit_text")
+    if picked is not None:
+        st.session_state["query_token"] = picked
+
+
+def lit_text(trace: Trace, weights: np.ndarray, shown: np.ndarray, past_sink: bool) -> None:
+    """The text lit by one query's attention over its keys, the query picked on a slider or in the text; the first
+    token's share named. ``shown``: the left map's rows (renormalized past the sink when asked)."""
+    st.subheader(t("explorer.lit_title"))
+    last = trace.n_tokens - 1
+    st.session_state["query_token"] = min(max(st.session_state.get("query_token", last), 0), last)
+    query = st.slider(t("explorer.lit_query"), 0, last, key="query_token")
+    row = np.concatenate([[np.nan], shown[query]]) if past_sink else shown[query]  # (token,): key 0 unshaded past it
+    largest = float(np.nanmax(row[: query + 1])) if np.isfinite(row[: query + 1]).any() else float("nan")
+    said = "explorer.lit_sink_past" if past_sink else "explorer.lit_sink"
+    st.markdown(t(said, token=plain(trace.tokens[0]), share=num(float(weights[query, 0])), largest=num(largest)))
+    lit(list(trace.tokens), row, query, key="lit_text", on_pick=pick_query)
+
+
 @st.fragment
 def one_head(request: session.Request, trace: Trace) -> None:
     """Scrubbing layer and head reruns only this fragment: the model is never run again here."""
@@ -156,6 +178,7 @@ def one_head(request: session.Request, trace: Trace) -> None:
     charts.show(fig, "one_head_map", left)
     charts.show(read, "value_weighted_map", right)
     st.caption(t("explorer.pure_sink_note"))
+    lit_text(trace, maps.weights[head], raw, past_sink)
     if ghost is not None:
         st.caption(t("explorer.ghost_note", share=num(float(trace.heads["learned_sink"][layer, head]))))
     name = f"layer{layer}_head{head}"

@@ -9,9 +9,12 @@ import pandas as pd
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capture import Trace, analyze_ids
+from sinkscope.core.errors import SinkscopeError
+from sinkscope.core.i18n import Message
 from sinkscope.core.tokens import display_tokens
 from sinkscope.experiments import kv_evict, kv_heads, kv_quant
 from sinkscope.experiments.streaming import builtin_text
+from sinkscope.findings import sources
 from sinkscope.plot import kv_slides
 
 from views.frame import Context
@@ -122,15 +125,37 @@ def yours(rows: list[kv_quant.KVRow]) -> str:
     return t("kv.paper_yours", none=num(at["none"], ".1f"), kept=num(at["sinks"], ".1f"))
 
 
+TEXTS = {"builtin": "stream.source_builtin", "own": "stream.source_sidebar"}
+
+
+def chosen_text(request: session.Request, n_tokens: int, key: str) -> tuple[list[int], Message]:
+    """The first ``n_tokens`` of Python's help, or of the visitor's text where it is that long and they choose it,
+    and the line under the controls that says which."""
+    try:
+        own = request.loaded.encode(request.text, n_tokens, truncate=True, add_bos=False)
+    except SinkscopeError:
+        own = []  # an empty text: Python's help it is
+    if len(own) >= n_tokens and st.radio(t("kv.text_source"), list(TEXTS), format_func=lambda k: t(TEXTS[k]),
+                                         horizontal=True, key=key) == "own":  # fmt: skip
+        ids, on = own, sources.own_text(n_tokens)
+    else:
+        ids, on = (
+            request.loaded.encode(builtin_text(), n_tokens, truncate=True, add_bos=False),
+            sources.builtin(n_tokens),
+        )
+    charts.computed_on(on)
+    return ids, on
+
+
 def evicted(request: session.Request) -> kv_evict.Eviction | None:
-    """The policies over the first tokens of Python's help, at the budget asked: a bar and Stop while it runs (a
-    stopped run keeps the tokens it measured)."""
+    """The policies over the first tokens of Python's help (or the visitor's text), at the budget asked: a bar and
+    Stop while it runs (a stopped run keeps the tokens it measured)."""
     cells = st.columns(2)
     n_tokens = cells[0].select_slider(t("kv.evict_tokens"), EVICT_TOKENS, value=EVICT_TOKENS[1], key="kv_tokens")
     budget = cells[1].select_slider(t("kv.evict_budget"), BUDGETS, value=BUDGETS[2], key="kv_budget")
+    ids, on = chosen_text(request, n_tokens, "kv_text")
     if st.button(t("kv.evict_run"), key="kv_evict"):
         loaded = request.loaded
-        ids = loaded.encode(builtin_text(), n_tokens, truncate=True, add_bos=False)
 
         def run(show: Show) -> kv_evict.Eviction:
             def progress(so_far: np.ndarray, total: int) -> bool:  # so_far: (lane, token) NLL
@@ -142,9 +167,9 @@ def evicted(request: session.Request) -> kv_evict.Eviction | None:
 
         found = stoppable(request, "kv_evict", (tuple(ids), budget), "kv_stop", t("kv.evicting"), run)
         if found is not None:
-            st.session_state["kv_evicted"] = (found, ids)
+            st.session_state["kv_evicted"] = (found, ids, on)
             st.session_state.pop("kv_partial", None)
-    return st.session_state.get("kv_evicted", (None, None))[0]
+    return st.session_state.get("kv_evicted", (None,))[0]
 
 
 def eviction(request: session.Request) -> None:
@@ -168,17 +193,16 @@ def eviction(request: session.Request) -> None:
     message = kv_evict.said(found)
     if message is not None:
         st.markdown(say(message))
-    ids = st.session_state["kv_evicted"][1]
+    _, ids, on = st.session_state["kv_evicted"]
     tokens = list(display_tokens(request.loaded.tokenizer, ids))
     for key, fig in kv_slides.eviction_figures(found, tokens, lang=language()).items():
-        charts.show(fig, key)
+        charts.show(fig, key, on=on)
 
 
-def measure_heads(request: session.Request, n_tokens: int, budget: int) -> None:
-    """Every head's map over the first tokens of Python's help, then DuoAttention's policies (a stopped map keeps
-    its layers, and its policies count the rest as whole)."""
+def measure_heads(request: session.Request, ids: list[int], on: Message, budget: int) -> None:
+    """Every head's map over ``ids``, then DuoAttention's policies (a stopped map keeps its layers, and its policies
+    count the rest as whole)."""
     loaded = request.loaded
-    ids = loaded.encode(builtin_text(), n_tokens, truncate=True, add_bos=False)
 
     def run(show: Show) -> tuple:
         def progress(so_far: kv_heads.HeadNeeds) -> bool:
@@ -190,7 +214,7 @@ def measure_heads(request: session.Request, n_tokens: int, budget: int) -> None:
         needs = kv_heads.head_needs(loaded, ids, budget, progress=progress)
         show(1.0, t("kv.heads_policies"))
         policy, curve = kv_heads.duo_policy(loaded, ids, needs), kv_heads.policy_curve(loaded, ids, needs)
-        return needs, policy, curve, ids, analyze_ids(loaded, ids).heads  # the heads beside the map: the same text
+        return needs, policy, curve, ids, analyze_ids(loaded, ids).heads, on  # the heads beside the map: same text
 
     found = stoppable(request, "kv_heads", (tuple(ids), budget), "kv_heads_stop", t("kv.heads_measuring"), run)
     if found is not None:
@@ -198,14 +222,14 @@ def measure_heads(request: session.Request, n_tokens: int, budget: int) -> None:
         st.session_state.pop("kv_heads_partial", None)
 
 
-def head_maps(needs: kv_heads.HeadNeeds, text_heads: dict | None) -> None:
+def head_maps(needs: kv_heads.HeadNeeds, text_heads: dict | None, on: Message | None) -> None:
     """The loss-change map, beside the same text's head map (sink score, kind on hover) where it was measured."""
     if not needs.measured.all():
         st.caption(t("kv.heads_stopped", done=int(needs.measured.all(-1).sum()), total=needs.change.shape[0]))
     left, right = st.columns(2)
-    charts.show(kv_slides.needs_map(needs, lang=language()), "kv_heads_map", left)
+    charts.show(kv_slides.needs_map(needs, lang=language()), "kv_heads_map", left, on=on)
     if text_heads is not None:
-        charts.show(plot.fig_head_map(text_heads, "sink", lang=language()), "kv_heads_kinds", right)
+        charts.show(plot.fig_head_map(text_heads, "sink", lang=language()), "kv_heads_kinds", right, on=on)
 
 
 def heads(request: session.Request) -> None:
@@ -214,19 +238,20 @@ def heads(request: session.Request) -> None:
     cells = st.columns(2)
     n_tokens = cells[0].select_slider(t("kv.evict_tokens"), EVICT_TOKENS, value=EVICT_TOKENS[-1], key="kv_h_tokens")
     budget = cells[1].select_slider(t("kv.evict_budget"), BUDGETS, value=BUDGETS[2], key="kv_h_budget")
+    ids, on = chosen_text(request, n_tokens, "kv_h_text")
     if st.button(t("kv.heads_run"), key="kv_heads_run"):
-        measure_heads(request, n_tokens, budget)
+        measure_heads(request, ids, on, budget)
     partial = st.session_state.get("kv_heads_partial")
     if partial is not None:  # a run stopped before its policies: the layers it measured
-        head_maps(partial, None)
+        head_maps(partial, None, None)
         st.markdown(say(kv_heads.said(partial, None)))
         return
     if "kv_heads" not in st.session_state:
         return
-    needs, policy, curve, ids, text_heads = st.session_state["kv_heads"]
-    head_maps(needs, text_heads)
+    needs, policy, curve, ids, text_heads, on = st.session_state["kv_heads"]
+    head_maps(needs, text_heads, on)
     st.markdown(say(kv_heads.said(needs, policy)))
-    charts.show(kv_slides.duo_curve(needs, curve, lang=language()), "kv_duo")
+    charts.show(kv_slides.duo_curve(needs, curve, lang=language()), "kv_duo", on=on)
     lessons.paper_table([(t("kv.paper_duo"), t("kv.paper_duo_value"),
                           t("kv.paper_duo_yours", times=times(policy.cache_share), tokens=len(ids)))],
                         t("kv.paper_duo_source"))  # fmt: skip

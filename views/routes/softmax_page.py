@@ -7,6 +7,7 @@ from sinkscope import plot
 from sinkscope.core import metrics
 from sinkscope.core.capture import Trace
 from sinkscope.core.tokens import token_labels
+from sinkscope.findings import sources
 
 from views.frame import Context
 from views.state import cache, navigation, session
@@ -88,7 +89,7 @@ def toy_row() -> None:
         t("softmax.sigmoid_bars", b=num(bias, "g")): metrics.sigmoid_attention(scores, bias),
     }
     labels = [f"k{j}" for j in range(len(scores))]
-    charts.show(plot.fig_softmax_variants(labels, weights, lang=language()), "sm_bars")
+    charts.show(plot.fig_softmax_variants(labels, weights, lang=language()), "sm_bars", on=sources.typed_scores())
     spent = [float(w.sum()) for w in weights.values()]  # softmax, softmax+1, sink logit, sigmoid
     st.caption(t("softmax.bars_now", top=num(float(weights["softmax"].max())), plus_one=num(1 - spent[1]),
                  sink=num(1 - spent[2]), sigmoid=num(spent[3])))  # fmt: skip

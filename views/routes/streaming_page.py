@@ -10,9 +10,11 @@ import pandas as pd
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.errors import InputError, SinkscopeError
+from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel
 from sinkscope.experiments import streaming
 from sinkscope.experiments.stream_plan import REAL_CACHE, StreamResults, StreamSetup, plan, run_job
+from sinkscope.findings import sources
 from sinkscope.serving.runs import RunQueue
 
 from views.frame import Context
@@ -182,7 +184,12 @@ def stream_figure(results: StreamResults) -> object:
     return plot.fig_stream_nll(results.curves, labels, setup.cache_size, width, lang=language())
 
 
-def show_results(results: StreamResults) -> None:
+def text_source(source: str, tokens: int) -> Message:
+    """What a run on ``source`` is computed on, in the line under the form and the figures' captions."""
+    return sources.builtin(tokens) if source == "builtin" else sources.own_text(tokens)
+
+
+def show_results(results: StreamResults, on: Message | None) -> None:
     setup = results.setup
     rows = [{t("stream.col_method"): method_label(row.method), "S": row.sinks, "W": row.window,
              t("stream.col_scored"): row.scored, t("stream.col_ppl"): row.perplexity,
@@ -191,7 +198,7 @@ def show_results(results: StreamResults) -> None:
     st.dataframe(local_table(pd.DataFrame(rows), 3), hide_index=True, key="stream_table")
     if len(set(setup.methods) & set(REAL_CACHE)) == 2:
         st.caption(t("stream.together"))
-    charts.show(stream_figure(results), "stream_nll")
+    charts.show(stream_figure(results), "stream_nll", on=on)
     step = st.slider(t("stream.cache_step"), 0, setup.tokens - 1, min(setup.tokens - 1, setup.cache_size + 10))
     membership = plot.fig_cache_membership(setup.tokens, setup.sinks, setup.window, step, lang=language())
     charts.show(membership, "cache_membership")
@@ -295,6 +302,7 @@ def page(context: Context) -> None:
             st.stop()
         run, source, setup = stream_form(min(4096, 2 * cache.shared().settings.max_tokens))
         ids = stream_ids(loaded, source, setup.tokens, request.text)
+        charts.computed_on(text_source(source, min(len(ids), setup.tokens)))
         if run:
             if len(ids) < setup.tokens:
                 st.warning(t("stream.short_text", n=len(ids)))
@@ -304,8 +312,9 @@ def page(context: Context) -> None:
             else:
                 with stop_button.while_running("stop_stream", "stream.stop_help"):
                     run_all(request, setup, ids[: setup.tokens])
+                st.session_state["stream_on"] = text_source(source, setup.tokens)
         if "stream_results" in st.session_state:
-            show_results(st.session_state["stream_results"])
+            show_results(st.session_state["stream_results"], st.session_state.get("stream_on"))
         sink_sweep(request, ids, setup.cache_size)
         gibberish_demo(request, ids)
         paper()

@@ -9,10 +9,12 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 from sinkscope.core.bundled import BUNDLED, shown_label
+from sinkscope.core.i18n import Message
 from sinkscope.plot import export
 from sinkscope.plot.explore_figures import room_for_title
 
-from views.text import language, local_figure, t
+from views import frame
+from views.text import language, local_figure, say, t
 
 MIME = {"png": "image/png", "svg": "image/svg+xml"}
 
@@ -22,27 +24,37 @@ def model_name(spec: str) -> str:
     return shown_label(BUNDLED[spec].label, language()) if spec in BUNDLED else spec
 
 
-def caption(fig: go.Figure) -> str:
-    """The caption line of ``fig``: the model, the sidebar's text and the figure's title."""
-    request = st.session_state.get("last_request")
+def caption(fig: go.Figure, on: Message | None = None) -> str:
+    """The caption line of ``fig``: the model and the text it was drawn from (the page's request, or what ``on`` says
+    it was computed on instead), and the figure's title."""
+    request = frame.current().request
     model = model_name(request.model) if request is not None else ""
-    return export.caption_line(model, request.text if request is not None else "", export.plain_title(fig))
+    drawn_from = say(on) if on is not None else request.text if request is not None else ""
+    return export.caption_line(model, drawn_from, export.plain_title(fig))
 
 
-def downloads(fig: go.Figure, key: str, where: object = st) -> None:
+def computed_on(on: Message, where: object = st) -> None:
+    """The one line beside a figure, a table or a verdict that is not computed on the visitor's text."""
+    where.caption(":material/dataset: " + say(on))
+
+
+def downloads(fig: go.Figure, key: str, where: object = st, on: Message | None = None) -> None:
     """A small menu under a figure: its PNG and its SVG, made when clicked."""
     with where.popover(t("export.figure"), icon=":material/download:"):
         if not export.available():
             st.caption(t("export.no_browser"))
             return
-        shown, line = local_figure(fig), caption(fig)
+        shown, line = local_figure(fig), caption(fig, on)
         for fmt in export.FORMATS:
             made = lambda fmt=fmt: export.image(shown, fmt, line)  # noqa: E731
             st.download_button(fmt.upper(), made, f"{key}.{fmt}", MIME[fmt], key=f"{key}_{fmt}", on_click="ignore")
 
 
-def show(fig: go.Figure, key: str, where: object = st, height: str = "content") -> None:
+def show(fig: go.Figure, key: str, where: object = st, height: str = "content", on: Message | None = None) -> None:
     """``fig`` in ``where`` (the page, a column), in the viewer's language, with its downloads; ``height="stretch"``
-    fills what its column leaves."""
+    fills what its column leaves. A figure not computed on the visitor's text says what it is ``on``, in a line
+    under it and in its downloads' caption."""
     where.plotly_chart(local_figure(room_for_title(fig)), key=key, height=height)
-    downloads(fig, key, where)
+    if on is not None:
+        computed_on(on, where)
+    downloads(fig, key, where, on)

@@ -39,3 +39,16 @@ def clicked_head(key: str) -> tuple[int, int] | None:
 def kind_counts(kinds: np.ndarray, key: str) -> None:
     """How many heads of each kind every layer has, as stacked bars, in the current container."""
     _FIGURE(key=key, data={"html": plot.kind_counts_html(kinds, lang=language()), "clickable": False})
+
+
+def lit_text(tokens: list[str], row: np.ndarray, query: int, key: str, on_pick: Callable[[], None]) -> None:
+    """The text coloured by one query's attention (``plot.lit_text_html``); ``on_pick`` runs when a token is clicked
+    or picked with Enter, and reads it from ``picked_query(key)``."""
+    html = plot.lit_text_html(tokens, row, query, lang=language())
+    _FIGURE(key=key, data={"html": html, "clickable": True}, on_picked_change=on_pick)
+
+
+def picked_query(key: str) -> int | None:
+    """The position of the token just picked in the lit text ``key``, or None."""
+    picked = (st.session_state.get(key) or {}).get("picked")
+    return int(picked["query"]) if picked else None

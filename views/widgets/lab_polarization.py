@@ -4,6 +4,7 @@ import numpy as np
 import streamlit as st
 from sinkscope import lab, plot
 from sinkscope.core.names import POLARIZE_VARIANTS
+from sinkscope.findings import sources
 
 from views.state import cache
 from views.text import num, t
@@ -40,6 +41,7 @@ def polarize_runs(
 def section() -> None:
     st.header(t("lab.polarize_title"))
     st.markdown(t("lab.polarize_intro"))
+    charts.computed_on(sources.toy_block())
     with st.form("polarize"):
         cols = st.columns(4)
         loss = cols[0].radio(t("lab.loss"), list(LOSSES), format_func=lambda name: t(LOSSES[name]), key="lab_loss")

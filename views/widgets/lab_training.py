@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.names import LAB_TASKS, TASK_VARIANTS
+from sinkscope.findings import sources
 from sinkscope.lab import toy
 
 from views.state import cache, session
@@ -168,6 +169,7 @@ def section() -> None:
     if not runs:
         st.info(t("lab.no_runs"))
         return
+    charts.computed_on(sources.lab_runs(len(runs)))
     table(runs)
     verdicts(runs)
     one_run(runs)

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 from sinkscope import plot
 from sinkscope.experiments import cost
+from sinkscope.findings import sources
 
 from views.state import cache, session
 from views.text import local_table, num, say, t
@@ -78,7 +79,7 @@ def section() -> dict:
     st.subheader(t("cost.heading"))
     st.markdown(t("cost.intro"))
     result = controls()
-    charts.show(chart(result), "cost_chart")
+    charts.show(chart(result), "cost_chart", on=sources.synthetic(result["dim"]))
     slopes(result)
     for sentence in cost.explanation(result):
         st.markdown(say(sentence))

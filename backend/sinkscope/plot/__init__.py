@@ -33,7 +33,7 @@ from sinkscope.plot.explore_figures import (
     fig_thumbnails,
     figure_html,
 )
-from sinkscope.plot.html_figures import FIGURES_CSS, head_map_html, kind_counts_html
+from sinkscope.plot.html_figures import FIGURES_CSS, head_map_html, kind_counts_html, lit_text_html
 from sinkscope.plot.kv_figures import fig_head_needs, fig_kept, fig_policy_curve
 from sinkscope.plot.lesson_figures import (
     fig_channel_map,
@@ -87,4 +87,5 @@ __all__ = [
     "figure_html",
     "head_map_html",
     "kind_counts_html",
+    "lit_text_html",
 ]

@@ -17,6 +17,7 @@ from plotly.colors import sample_colorscale
 from sinkscope.core.i18n import Text
 from sinkscope.core.metrics import shown_metrics
 from sinkscope.core.names import NO_ATTENTION
+from sinkscope.core.tokens import WHITESPACE_MARKERS
 from sinkscope.plot.explore_figures import KIND_COLORS, colorscale, head_map_title
 
 FIGURES_CSS = files("sinkscope.plot").joinpath("figures.css").read_text(encoding="utf-8")
@@ -123,3 +124,46 @@ def kind_counts_html(kinds: np.ndarray, lang: str = "en") -> str:
         f'<div class="ss-legend">{legend}</div>'
     )
     return figure(tr("fig.kinds_title"), "kinds", kinds.shape, body)
+
+
+LIT = (31, 119, 180)  # the shade of attention on a token (Plotly's first colour)
+DARK_SHADE = 0.6  # from this shade on, a token's letters turn white to stay readable
+
+
+def lit_token(position: int, token: str, weight: float, shade: float, query: int, tr: Text) -> str:
+    """One token of the lit text, shaded by ``shade`` (its weight over the row's largest; NaN: not shown), pickable."""
+    shown = html.escape(token.replace(WHITESPACE_MARKERS[" "], " "))
+    if token.endswith(WHITESPACE_MARKERS["\n"]):
+        shown += "<br>"
+    classes = ["ss-token"] + (["ss-query"] if position == query else []) + (["ss-future"] if position > query else [])
+    style = ""
+    if np.isfinite(shade):
+        style = f"background:rgba({LIT[0]},{LIT[1]},{LIT[2]},{shade:.3f})" + (
+            ";color:#fff" if shade >= DARK_SHADE else ""
+        )
+    tip = tr("fig.lit_tip", position=position, token=token)
+    if np.isfinite(weight):
+        tip = tr("fig.lit_tip_weight", position=position, token=token, weight=tr.num(weight))
+    return (
+        f'<span class="{" ".join(classes)}" data-query="{position}" tabindex="0" role="button" style="{style}" '
+        f'title="{html.escape(tip)}">{shown}</span>'
+    )
+
+
+def lit_text_html(tokens: list[str], row: np.ndarray, query: int, lang: str = "en") -> str:
+    """The text coloured by one query's attention over its keys, as CircuitsVis colours tokens: each key's shade is
+    its weight over the row's largest (``row``: (token,) weights of the keys the query sees, NaN where a key is not
+    shown, as the first one past the sink). The query is outlined, the tokens after it (which it cannot see) are
+    faded; every token names its position and weight on hover, and a click or Enter on it picks it as the query."""
+    tr = Text(lang)
+    weights = np.full(len(tokens), np.nan)
+    weights[: query + 1] = np.asarray(row, dtype=float)[: query + 1]
+    largest = np.nanmax(weights) if np.isfinite(weights).any() else 1.0
+    shades = weights / largest if largest > 0 else weights
+    spans = "".join(
+        lit_token(position, token, float(weight), float(shade), query, tr)
+        for position, (token, weight, shade) in enumerate(zip(tokens, weights, shades, strict=True))
+    )
+    return (
+        f'<div class="ss-lit" role="group" aria-label="{html.escape(tr("fig.lit_label", query=query))}">{spans}</div>'
+    )
