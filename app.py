@@ -17,3 +17,4 @@ choose_language()  # before the page titles below: they are in the session's lan
 page = st.navigation(pages(), position="top")  # the sidebar holds the text, at its top
 frame.enter(controls.sidebar())
 page.run()
+frame.say_notices()

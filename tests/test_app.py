@@ -90,18 +90,27 @@ def test_empty_text_shows_a_message_and_keeps_the_previous_result(app: AppTest) 
     assert "last_analysis" not in app.session_state
 
 
-def test_a_model_that_cannot_be_opened_is_one_sidebar_error(app: AppTest, tmp_path: Path) -> None:
+def test_a_model_that_cannot_be_opened_is_one_error_at_the_top_of_the_stage_and_clears_it(
+    app: AppTest, tmp_path: Path
+) -> None:
+    """The error and what to do stand first in the main area; the model before it leaves no figure behind."""
     broken = build_word_model_dir(tmp_path)
     (broken / "model.safetensors").write_bytes(b"")
+    assert app.metric  # the sink rate of the model before
     app.sidebar.selectbox(key="model_choice").set_value("custom").run()
-    for spec, message in [
-        ("no such model", "Unknown model"),
-        ("/no/such/model", "/no/such/model: No such file or directory"),
-        (str(broken), "model.safetensors is empty"),
+    for spec, message, remedy in [
+        ("no such model", "Unknown model", "Pick a bundled model"),
+        ("/no/such/model", "/no/such/model: No such file or directory", "Pick a bundled model"),
+        (str(broken), "model.safetensors is empty", "Pick a bundled model"),
+        ("someone/not-on-this-machine", "Could not open model 'someone/not-on-this-machine'", "hf download"),
     ]:
         app.sidebar.text_input(key="model_path").set_value(spec).run()
         assert not app.exception
-        assert len(app.sidebar.error) == 1 and message in app.sidebar.error[0].value
+        assert not app.sidebar.error and len(app.main.error) == 1
+        assert message in app.main.error[0].value and remedy in app.main.error[0].value
+        assert app.main.children[0].error  # the stage's first element: above the page's title
+        assert not app.metric and not app.get("plotly_chart")  # no figure of the model before
+        assert app.sidebar.text_area(key="text").value  # the visitor's text stays
 
 
 def chart(app: AppTest, key: str) -> dict:

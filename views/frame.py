@@ -16,7 +16,7 @@ from sinkscope.core.folders import looks_local
 from sinkscope.core.models import HUB_ID
 from streamlit.delta_generator import DeltaGenerator
 
-from views.state import cache
+from views.state import cache, url_state
 from views.state.session import Analysis, Request
 from views.text import say, t
 
@@ -27,6 +27,7 @@ class Context:
     the analysis of the request, run once when a page first asks for it."""
 
     request: Request | None
+    notices: DeltaGenerator  # the sidebar's top: what the link asked for that the app could not show
     _analysis: list[Analysis | None] = field(default_factory=list)  # empty until asked: a page may never ask
 
     def analysis(self) -> Analysis | None:
@@ -50,6 +51,12 @@ def enter(context: Context) -> None:
 def current() -> Context:
     """The context the entry made on this run, or the one the page was handed before a fragment's rerun."""
     return _current.get(None) or st.session_state[SESSION_KEY]
+
+
+def say_notices() -> None:
+    """After the page ran (it may have found more in the link, as the course's step), the link's notices."""
+    with current().notices:
+        url_state.show_ignored()
 
 
 def load_failed(where: DeltaGenerator, spec: str, err: SinkscopeError) -> None:

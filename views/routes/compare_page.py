@@ -153,7 +153,6 @@ def page(_context: Context) -> None:  # the sidebar's text is not read here
     st.title(t("compare.title"))
     st.caption(t("compare.intro"))
     restore_sides()
-    url_state.show_ignored()  # the sides' values come after the sidebar's notice: say them here, on this run
     options = presets()
     preset_label = {key: t(PRESET_TITLES[key]) for key in options}
     st.selectbox(t("compare.preset"), options, format_func=preset_label.get, key="compare_preset",

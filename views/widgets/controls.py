@@ -16,7 +16,7 @@ from sinkscope.serving.settings import Settings
 from views import frame
 from views.state.cache import get_model, shared, token_limit
 from views.state.session import EXAMPLES, GPU_DTYPES, KEEP, LANGUAGE_EXAMPLES, Request, chosen_dtype
-from views.state.url_state import CUSTOM, URL_TEXT_LIMIT, restore_from_url, show_ignored
+from views.state.url_state import CUSTOM, URL_TEXT_LIMIT, restore_from_url
 from views.text import language, say, t
 
 UPLOAD_LIMIT_HIDDEN = "<style>[data-testid='stFileUploaderDropzoneInstructions'] {display: none;}</style>"
@@ -124,8 +124,7 @@ def sidebar() -> frame.Context:
     restore_from_url(shared().settings, EXAMPLES)
     stage_top = st.container()  # the main area's first element: above the page's title
     with st.sidebar:
-        show_ignored()
-        text_area, model_area = st.container(), st.container()
+        notices, text_area, model_area = st.container(), st.container(), st.container()
         st.selectbox(t("side.language"), list(LANGUAGES), format_func=LANGUAGES.get, key="lang", persist_state=KEEP)
         if resolve_device() == "cuda":
             st.selectbox(t("side.gpu_dtype"), GPU_DTYPES, key="dtype", persist_state=KEEP)
@@ -135,9 +134,9 @@ def sidebar() -> frame.Context:
         text = _text_input()
         add_bos = None if loaded is None else _bos_and_count(loaded, text)
     if loaded is None:
-        return frame.Context(None)
+        return frame.Context(None, notices)
     truncate = st.session_state.get("truncate_text") == text
-    return frame.Context(Request(spec, chosen_dtype(), text, add_bos, truncate, loaded))
+    return frame.Context(Request(spec, chosen_dtype(), text, add_bos, truncate, loaded), notices)
 
 
 def _model_controls(prefix: str, failed: Callable[[str, SinkscopeError], None]) -> tuple[str, LoadedModel | None]:
