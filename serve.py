@@ -13,7 +13,8 @@ an unfinished request: a longer link that reaches the server in pieces was answe
 the server holds as much as the longest link Chromium sends, and the app, not the socket, says what it refused.
 
 On start, a background thread loads the default model and analyzes the example texts into the shared cache,
-so the first visitors (a whole class opening one link) find their heatmaps ready.
+so the first visitors (a whole class opening one link) find their heatmaps ready. It is background work: a visitor
+who asks meanwhile goes first, after at most one of its steps. The server's log says when it is done.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import cache
@@ -38,6 +40,8 @@ from views.state.cache import warm_examples
 MARKER = "<head>"
 LONGEST_LINK = 2 * 1024 * 1024  # bytes: Chromium sends no longer URL
 log = logging.getLogger("sinkscope.serve")
+log.setLevel(logging.INFO)  # an operator sees when the warm start is done (Streamlit configures only its own loggers)
+log.addHandler(logging.StreamHandler())
 
 # Streamlit passes uvicorn no h11 limit, so each connection takes this fallback, read when it opens.
 h11_impl.DEFAULT_MAX_INCOMPLETE_EVENT_SIZE = LONGEST_LINK + 64 * 1024  # the link, and room for the headers
@@ -71,10 +75,13 @@ class SubPageLinks:
 
 
 def _warm() -> None:
+    started = time.monotonic()
     try:
-        warm_examples()
+        warm_examples(lambda: log.info("The warm start loaded the model; visitors go first from now on"))
     except Exception:  # a failed warm-up costs only speed: the first visitor runs the model instead
         log.exception("Warming the example texts failed")
+        return
+    log.info("The warm start finished in %.0f s", time.monotonic() - started)
 
 
 @asynccontextmanager

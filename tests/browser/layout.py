@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Locator, Page, expect
 
 PROBLEMS_JS = (Path(__file__).parent / "layout.js").read_text(encoding="utf-8")
 CHARTS_DRAWN = """() => [...document.querySelectorAll(".stPlotlyChart")]
@@ -15,11 +15,17 @@ CHARTS_FIT = """() => [...document.querySelectorAll(".stPlotlyChart")].every(cha
     return svg && svg.getBoundingClientRect().width <= chart.getBoundingClientRect().width + 1; })"""
 
 
+def nav_entry(page: Page, section: str, title: str) -> Locator:
+    """A page's entry in the app's top navigation, its section's menu opened first."""
+    page.get_by_test_id("stTopNavSection").filter(has_text=section).click()
+    return page.get_by_test_id("stTopNavDropdownLink").filter(has_text=title)
+
+
 def settled(page: Page, timeout: float = 240_000, sidebar: bool = True) -> None:
     """Wait until the app has finished running this page (Streamlit's own script-state flag) and drawn its charts;
-    ``sidebar=False`` for the presenter view, which hides it."""
+    ``sidebar=False`` for the presenter view, which hides the sidebar and the navigation."""
     if sidebar:
-        expect(page.get_by_test_id("stSidebarNav")).to_be_visible(timeout=timeout)
+        expect(page.get_by_test_id("stTopNav")).to_be_visible(timeout=timeout)
     else:
         expect(page.get_by_test_id("stMainBlockContainer")).to_be_visible(timeout=timeout)
     expect(page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning", timeout=timeout)

@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from sinkscope.core import i18n
 
+from tests.browser.layout import nav_entry
 from tests.browser.test_app_browser import LOAD
 
 PAGES = {"": "explorer.title", "softmax": "softmax.title", "massive": "massive.title", "lab": "lab.title"}
@@ -25,7 +26,7 @@ def test_pages_open_in_the_language_of_the_link(page: Page, app_url: str, code: 
         expect(page.get_by_test_id("stException")).to_have_count(0)
     sidebar = page.get_by_test_id("stSidebar")
     expect(sidebar.get_by_text(title_in(code, "side.language")).first).to_be_visible(timeout=LOAD)  # after the title
-    expect(sidebar.get_by_role("link", name=title_in(code, "nav.break"))).to_be_visible()
+    expect(nav_entry(page, title_in(code, "nav.why"), title_in(code, "nav.break"))).to_be_visible()
 
 
 def test_the_softmax_page_in_portuguese_writes_decimal_commas(page: Page, app_url: str) -> None:
@@ -47,7 +48,7 @@ def test_the_browser_language_is_the_default(browser: Browser, app_url: str) -> 
         expect(page.get_by_role("heading", name="Streaming avec des puits d'attention", exact=True)).to_be_visible(
             timeout=LOAD
         )
-        page.get_by_test_id("stSidebar").get_by_role("link", name="Explorateur").click()
+        page.get_by_test_id("stTopNav").get_by_role("link", name="Explorateur").click()
         expect(page.get_by_role("heading", name="Les puits d'attention, tête par tête", exact=True)).to_be_visible(
             timeout=LOAD
         )

@@ -175,17 +175,19 @@ def get_trace(request: Request) -> Trace:
     return run_once(job.queue, job.key, job.run, t("common.running_model"))
 
 
-def warm_examples() -> None:
+def warm_examples(loaded_model: Callable[[], None] = lambda: None) -> None:
     """Load the default model and analyze every example text into the shared cache, as the sidebar would ask
     for them, then run the scoreboard's streaming and KV-cache checks: once when the server starts, so a class's
     first visits find their heatmaps ready and a scoreboard runs only what depends on its text. Every run is
-    background work: a visitor who asks meanwhile goes first, after at most one of its steps."""
+    background work: a visitor who asks meanwhile goes first, after at most one of its steps; ``loaded_model`` is
+    called once the model is loaded (the server logs it)."""
     config = settings()
     spec = next(key for key in BUNDLED if config.allows(key))  # the sidebar's first choice
     if not BUNDLED[spec].installed():
         return
     dtype = GPU_DTYPES[0] if resolve_device() == "cuda" else "auto"
     loaded = _cached_model(spec, dtype)
+    loaded_model()
     add_bos = adds_bos_by_default(loaded.tokenizer) if has_bos(loaded.tokenizer) else None
     for example in EXAMPLES.values():
         job = trace_job(loaded, Request(spec, dtype, example["text"], add_bos, truncate=False))
