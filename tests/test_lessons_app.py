@@ -258,7 +258,7 @@ def test_the_warm_start_leaves_the_scoreboard_only_what_depends_on_the_text(monk
     """serve.py's warm start runs the streaming check (Python's help text, whatever the visitor typed); the page
     then reads that very result and runs only its text's runs."""
     cache.warm_examples()
-    loaded = cache._cached_model(DEFAULT_MODEL, "auto")
+    loaded = cache.cached_model(DEFAULT_MODEL, "auto")
     warmed = cache.shared().results.get(cache.streaming_check_job(loaded, DEFAULT_MODEL, "auto").cache_key)
     assert set(warmed) == {"dense", "window", "sinks"}
 

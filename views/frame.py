@@ -11,14 +11,15 @@ import contextvars
 from dataclasses import dataclass, field
 
 import streamlit as st
-from sinkscope.core.errors import SinkscopeError
+from sinkscope.core.errors import SinkscopeError, TokenLimitError
 from sinkscope.core.folders import looks_local
 from sinkscope.core.models import HUB_ID
 from streamlit.delta_generator import DeltaGenerator
 
-from views.state import cache, url_state
+from views.state import url_state
 from views.state.session import Analysis, Request
 from views.text import say, t
+from views.widgets import jobs
 
 
 @dataclass
@@ -33,7 +34,7 @@ class Context:
     def analysis(self) -> Analysis | None:
         """The analysis of the sidebar's text, or None with a message on the page."""
         if not self._analysis:
-            self._analysis.append(cache.current_analysis(self.request))
+            self._analysis.append(current_analysis(self.request))
         return self._analysis[0]
 
 
@@ -51,6 +52,44 @@ def enter(context: Context) -> None:
 def current() -> Context:
     """The context the entry made on this run, or the one the page was handed before a fragment's rerun."""
     return _current.get(None) or st.session_state[SESSION_KEY]
+
+
+def _token_limit_notice(request: Request, err: TokenLimitError, prefix: str) -> None:
+    st.warning(t("common.too_long", error=say(err), limit=err.limit))
+    if st.button(t("common.truncate", limit=err.limit), key=prefix + "truncate_button"):
+        st.session_state[prefix + "truncate_text"] = request.text  # only this text: a new one is checked again
+        st.rerun()
+
+
+def analysis_of(request: Request, prefix: str = "") -> Analysis | None:
+    """The analysis of ``request``, or None with a message on the page."""
+    try:
+        return Analysis(request, jobs.trace(request))
+    except TokenLimitError as err:
+        _token_limit_notice(request, err, prefix)
+    except (SinkscopeError, RuntimeError, MemoryError) as err:  # a failed run must not end the session
+        st.error(say(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
+    return None
+
+
+def current_analysis(request: Request | None) -> Analysis | None:
+    """The analysis of the sidebar's text; after a failed run, the message and the previous result of the same model
+    (never another model's figures under this one's name); nothing without a request (no model loaded).
+
+    A session keeps only its last request: the result lives in the shared cache, bounded by bytes (a trace at
+    512 tokens is about 37 MB, mostly its residual norms), and is computed again if it was evicted.
+    """
+    if request is None:
+        return None
+    analysis = analysis_of(request)
+    if analysis is not None:
+        st.session_state["last_request"] = request
+        return analysis
+    previous = st.session_state.get("last_request")
+    if previous is None or previous == request or (previous.model, previous.dtype) != (request.model, request.dtype):
+        return None
+    st.caption(t("common.previous_result"))
+    return analysis_of(previous)
 
 
 def say_notices() -> None:

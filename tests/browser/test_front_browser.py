@@ -13,7 +13,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Browser, Page, expect
 
 from tests.browser.conftest import ARTIFACTS, ROOT, free_port, wait_healthy
 from tests.browser.layout import nav_entry
@@ -117,3 +117,36 @@ def test_a_visitor_who_comes_during_the_warm_start_gets_their_map_before_it_ends
     seconds = time.monotonic() - asked
     assert WARM_DONE not in log.read_text(encoding="utf-8")  # served first: the warm start is still running
     assert seconds < FIRST_MAP_SECONDS, f"the visitor's map took {seconds:.1f} s"
+
+
+def runs_logged(what: str) -> int:
+    """How many times the session's server has run ``what`` (its log names every job it runs)."""
+    log = ARTIFACTS / f"streamlit-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.log"
+    return log.read_text(encoding="utf-8").count(f"Ran {what} on ")
+
+
+def test_two_visitors_asking_together_for_the_same_long_job_cost_one_run(browser: Browser, app_url: str) -> None:
+    """Two visitors ask for the KV lab's eviction of the same text at the same size at once: one run, both served."""
+    visitors = [browser.new_context(viewport={"width": 1400, "height": 1000}) for _ in range(2)]
+    try:
+        pages = [visitor.new_page() for visitor in visitors]
+        for page in pages:
+            page.goto(f"{app_url}/kv?example=english")
+            tokens = page.get_by_role("slider", name="tokens of text").first
+            expect(tokens).to_be_visible(timeout=LOAD)
+            tokens.focus()
+            page.keyboard.press("ArrowLeft")  # 128 tokens
+            budget = page.get_by_role("slider", name="cache size (tokens)").first
+            budget.focus()
+            for _ in range(2):
+                page.keyboard.press("ArrowLeft")  # a cache of 16
+            expect(page.get_by_test_id("stApp")).to_have_attribute("data-test-script-state", "notRunning")
+        before = runs_logged("kv_evict")
+        for page in pages:
+            page.get_by_role("button", name="Run the four policies").click()
+        for page in pages:
+            expect(page.get_by_text("With a cache of 16 tokens").first).to_be_visible(timeout=LOAD)
+        assert runs_logged("kv_evict") - before == 1
+    finally:
+        for visitor in visitors:
+            visitor.close()

@@ -21,7 +21,7 @@ from views.frame import Context
 from views.state import cache, session
 from views.state.session import KEEP
 from views.text import language, local_table, num, say, t
-from views.widgets import charts
+from views.widgets import charts, jobs
 from views.widgets.sliders import EPS_STEPS, decimal_slider
 
 SHIPPED = session.ASSETS / "census"
@@ -37,14 +37,17 @@ def load_folder(path: str, changed: float) -> pd.DataFrame:
     """A census folder's heads table, in the shared byte-bounded cache; ``changed`` (its manifest's time)
     reloads a census that grew."""
     run = partial(read_heads, Path(path), limits=limits())
-    return cache.run_once("census", ("folder", path, changed), run, t("census.reading"))
+    return jobs.run(cache.Job("census", ("folder", path, changed), cache.one_step(run)), t("census.reading"))
 
 
 def load_upload(data: bytes, name: str) -> pd.DataFrame:
     """An uploaded table, in the same cache as every other result (per session and in all), keyed by its bytes;
     refused from its metadata when it would expand past the limits."""
     run = partial(read_heads, data, name, limits())
-    return cache.run_once("census", ("upload", hashlib.sha256(data).hexdigest(), name), run, t("census.reading"))
+    return jobs.run(
+        cache.Job("census", ("upload", hashlib.sha256(data).hexdigest(), name), cache.one_step(run)),
+        t("census.reading"),
+    )
 
 
 def shipped() -> dict[str, Path]:

@@ -11,6 +11,7 @@ from sinkscope.core.metrics import nan_mean, sink_rate
 from sinkscope.core.names import DEFAULT_EPS, HEAD_METRICS
 from sinkscope.plot.census_figures import fig_diff_map
 
+from views import frame
 from views.frame import Context
 from views.state import cache, session, url_state
 from views.state.session import KEEP
@@ -74,7 +75,7 @@ def side(prefix: str, column: st.delta_generator.DeltaGenerator) -> session.Anal
         st.caption(t("compare.summary", model=request.model if request else "-",
                      text=titles.get(example, t("side.own_text")),
                      bos=t("compare.with_bos" if request and request.add_bos else "compare.without_bos")))  # fmt: skip
-        return cache.analysis_of(request, prefix) if request is not None else None
+        return frame.analysis_of(request, prefix) if request is not None else None
 
 
 def label(prefix: str, analysis: session.Analysis) -> str:

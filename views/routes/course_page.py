@@ -23,10 +23,10 @@ from sinkscope.findings.heads import strongest
 from sinkscope.plot.explore_figures import rolling_mean
 
 from views.frame import Context
-from views.state import cache, navigation, session, url_state
+from views.state import navigation, session, url_state
 from views.state.session import KEEP
 from views.text import language, say, t
-from views.widgets import charts, lab_training, lessons, presenter, scoreboard, sink_cost
+from views.widgets import charts, jobs, lab_training, lessons, presenter, scoreboard, sink_cost
 
 Shown = tuple[Reveal, go.Figure | None]  # what a step reveals, and its one figure
 KV_SMOOTHING = 4  # tokens in the rolling mean of the quantized caches' loss (the texts are short)
@@ -67,7 +67,7 @@ def head_map(request: session.Request, trace: Trace) -> Shown:
 def budget(request: session.Request, trace: Trace) -> Shown:
     shown = reveals.of_budget(trace)
     layer, head = strongest(trace.heads, "sink")  # the head the sentence names
-    maps = cache.get_layer_maps(request, trace, layer)
+    maps = jobs.layer_maps(request, trace, layer)
     labels = token_labels(trace.tokens)
     title = t("explorer.head_title", layer=layer, head=head)
     return shown, plot.fig_attention(maps.weights[head], labels, labels, title, lang=language())
@@ -112,7 +112,7 @@ def kv(request: session.Request, trace: Trace) -> Shown:
     """The scoreboard's quantized caches of the learner's text, with and without the sinks, beside the float cache (a
     family whose cache the quantizer never sees is refused in the library's one sentence)."""
     intact = lessons.outcome(request, trace.token_ids, None)
-    bare, kept = cache.run_job(scoreboard.kv_claim_job(request, trace), t("kv.measuring"))
+    bare, kept = jobs.run(scoreboard.kv_claim_job(request, trace), t("kv.measuring"))
     names = (t("kv.dense"), t("kv.protect_none"), t("kv.protect_sinks"))
     series = {name: rolling_mean(nll, KV_SMOOTHING).tolist() for name, nll in zip(names, (intact.nll, bare, kept),
                                                                                    strict=True)}  # fmt: skip

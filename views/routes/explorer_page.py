@@ -20,10 +20,10 @@ from sinkscope.course import STEPS
 from sinkscope.findings.heads import kind_shares, kinds_seen
 
 from views.frame import Context
-from views.state import cache, navigation, session, url_state
+from views.state import navigation, session, url_state
 from views.state.session import KEEP
 from views.text import kind_label, language, local_table, num, plain, say, t
-from views.widgets import charts, head_picker
+from views.widgets import charts, head_picker, jobs
 from views.widgets.html_maps import clicked_head, head_map, kind_counts, picked_query
 from views.widgets.html_maps import lit_text as lit
 from views.widgets.key_map import key_map
@@ -157,7 +157,7 @@ def one_head(request: session.Request, trace: Trace) -> None:
     value_units = st.toggle(
         t("explorer.value_units"), key="value_units", persist_state=KEEP
     )  # full width: a long label
-    maps = cache.get_layer_maps(request, trace, layer)
+    maps = jobs.layer_maps(request, trace, layer)
     head_summary(trace, layer, head)
     labels = token_labels(trace.tokens)
     rows, cols = window_of(trace.n_tokens)
@@ -187,7 +187,7 @@ def one_head(request: session.Request, trace: Trace) -> None:
     download[0].download_button(t("explorer.matrix_csv"), matrix_csv, f"{name}.csv", on_click="ignore")
     page = partial(plot.figure_html, fig)
     download[1].download_button(t("explorer.figure_html"), page, f"{name}.html", on_click="ignore")
-    layer_thumbs = cache.get_layer_strip(request, trace, layer)  # (1, head, rows, cols)
+    layer_thumbs = jobs.layer_strip(request, trace, layer)  # (1, head, rows, cols)
     title = t("explorer.layer_heads", layer=layer)
     fig = plot.fig_thumbnails(layer_thumbs, t("fig.layer"), title, lang=language(), first_row=layer)
     charts.show(fig, "layer_heads")
@@ -195,7 +195,7 @@ def one_head(request: session.Request, trace: Trace) -> None:
 
 
 def all_heads(request: session.Request, trace: Trace) -> None:
-    thumbs = cache.get_thumbnails(request, trace.token_ids)
+    thumbs = jobs.thumbnails(request, trace.token_ids)
     title = t("explorer.all_heads_title", layers=thumbs.shape[0], heads=thumbs.shape[1])
     charts.show(plot.fig_thumbnails(thumbs, t("fig.layer"), title, lang=language()), "all_heads")
     st.caption(say(kinds_seen(trace.heads["kind"])))

@@ -8,9 +8,9 @@ from sinkscope.core.tokens import analyzed_part
 from sinkscope.plot import handout, slides
 
 from views.frame import Context
-from views.state import cache, session, url_state
+from views.state import session, url_state
 from views.text import language, t
-from views.widgets import charts, lessons, scoreboard
+from views.widgets import charts, jobs, lessons, scoreboard
 
 PRINTED = ("claim", "verdict", "yours", "evidence")  # the scoreboard's columns that fit a printed page
 PREVIEW_HEIGHT = 900
@@ -18,7 +18,7 @@ PREVIEW_HEIGHT = 900
 
 def document(request: session.Request, trace: Trace) -> str:
     """The handout's HTML: the figures of this text, two example heads, the scoreboard and the definitions."""
-    heads = {kind: ((layer, head), cache.get_layer_maps(request, trace, layer).weights[head])
+    heads = {kind: ((layer, head), jobs.layer_maps(request, trace, layer).weights[head])
              for kind, (layer, head) in slides.example_heads(trace.heads).items()}  # fmt: skip
     verdicts = scoreboard.measured(request, trace)
     rows = [[scoreboard.cells(v)[name] for name in PRINTED] for v in verdicts]

@@ -20,36 +20,20 @@ from sinkscope.plot import kv_slides
 from views.frame import Context
 from views.state import cache, session
 from views.text import language, local_table, num, percent, plain, say, t, times
-from views.widgets import charts, lessons, stop_button
+from views.widgets import charts, jobs, lessons
 
 SHOWN_BITS = (2, 3, 4)  # the form's first choice: where protection matters
 EVICT_TOKENS = (128, 256, 512)  # tokens of Python's help the policies run over
 BUDGETS = (16, 32, 64, 128)  # cache sizes to choose from
 PAPER_BITS = 3  # IntactKV's figure is at INT3
-Show = Callable[[float, str], None]  # (fraction done, what the bar says)
 
 
-def stoppable(request: session.Request, what: str, args: tuple, stop_key: str, text: str,
-              run: Callable[[Show], Any]) -> Any | None:  # fmt: skip
-    """``run(show)``, shared by every session once it completes (a stopped run is not kept): in the model's queue,
-    with a bar that ``show`` moves, letting other visitors in between steps, and a Stop button."""
-    bar, queue = None, cache.shared().queue(request.model)
-
-    def show(fraction: float, label: str) -> None:
-        bar.progress(fraction, text=label)
-        queue.let_others_in()
-
-    job = lessons.job(request, what, args, lambda: run(show))
-    found = cache.shared().results.get(job.cache_key)
-    if found is not None:
-        return found
-    bar = st.progress(0.0, text=text)
-    with stop_button.while_running(stop_key, "kv.stop_help"), queue.turn():
-        found = lessons.attempt(job.run)
-    bar.empty()
-    if found is not None:
-        cache.shared().results.put(job.cache_key, found, session.owner())
-    return found
+def measured(request: session.Request, what: str, args: tuple, stop_key: str, text: str,
+             run: Callable[[cache.Show], Any]) -> Any | None:  # fmt: skip
+    """``run(show)`` as the one job helper runs it: shared by every session once it completes, in the model's queue,
+    with a bar that ``show`` moves and a Stop button (a stopped run is not kept); None after saying why it failed."""
+    job = cache.Job(request.model, (what, request.dtype, *args), run)
+    return lessons.attempt(lambda: jobs.run(job, text, stop=(stop_key, "kv.stop_help")))
 
 
 def choices() -> tuple[tuple[int, ...], tuple[str, ...]] | None:
@@ -82,7 +66,7 @@ def quantized_rows(request: session.Request, trace: Trace, asked: tuple) -> list
         return partial[1]
     loaded = request.loaded
 
-    def run(show: Show) -> list[kv_quant.KVRow]:
+    def run(show: cache.Show) -> list[kv_quant.KVRow]:
         def progress(rows: list[kv_quant.KVRow], total: int) -> bool:
             st.session_state["kv_rows_partial"] = (key, list(rows))
             show(len(rows) / total, t("kv.quant_progress", done=len(rows), total=total))
@@ -90,7 +74,7 @@ def quantized_rows(request: session.Request, trace: Trace, asked: tuple) -> list
 
         return kv_quant.quantized_table(loaded, trace, *asked, progress=progress)
 
-    rows = stoppable(request, "kv_quant", (trace.token_ids, *asked), "kv_quant_stop", t("kv.measuring"), run)
+    rows = measured(request, "kv_quant", (trace.token_ids, *asked), "kv_quant_stop", t("kv.measuring"), run)
     if rows is not None:
         st.session_state.pop("kv_rows_partial", None)
     return rows
@@ -157,7 +141,7 @@ def evicted(request: session.Request) -> kv_evict.Eviction | None:
     if st.button(t("kv.evict_run"), key="kv_evict"):
         loaded = request.loaded
 
-        def run(show: Show) -> kv_evict.Eviction:
+        def run(show: cache.Show) -> kv_evict.Eviction:
             def progress(so_far: np.ndarray, total: int) -> bool:  # so_far: (lane, token) NLL
                 st.session_state["kv_partial"] = (budget, so_far)
                 show(so_far.shape[1] / total, t("kv.evict_progress", done=so_far.shape[1], total=total))
@@ -165,7 +149,7 @@ def evicted(request: session.Request) -> kv_evict.Eviction | None:
 
             return kv_evict.evict(loaded, ids, budget, progress=progress)
 
-        found = stoppable(request, "kv_evict", (tuple(ids), budget), "kv_stop", t("kv.evicting"), run)
+        found = measured(request, "kv_evict", (tuple(ids), budget), "kv_stop", t("kv.evicting"), run)
         if found is not None:
             st.session_state["kv_evicted"] = (found, ids, on)
             st.session_state.pop("kv_partial", None)
@@ -204,7 +188,7 @@ def measure_heads(request: session.Request, ids: list[int], on: Message, budget:
     count the rest as whole)."""
     loaded = request.loaded
 
-    def run(show: Show) -> tuple:
+    def run(show: cache.Show) -> tuple:
         def progress(so_far: kv_heads.HeadNeeds) -> bool:
             st.session_state["kv_heads_partial"] = so_far
             done, total = int(so_far.measured.all(-1).sum()), so_far.change.shape[0]
@@ -216,7 +200,7 @@ def measure_heads(request: session.Request, ids: list[int], on: Message, budget:
         policy, curve = kv_heads.duo_policy(loaded, ids, needs), kv_heads.policy_curve(loaded, ids, needs)
         return needs, policy, curve, ids, analyze_ids(loaded, ids).heads, on  # the heads beside the map: same text
 
-    found = stoppable(request, "kv_heads", (tuple(ids), budget), "kv_heads_stop", t("kv.heads_measuring"), run)
+    found = measured(request, "kv_heads", (tuple(ids), budget), "kv_heads_stop", t("kv.heads_measuring"), run)
     if found is not None:
         st.session_state["kv_heads"] = found
         st.session_state.pop("kv_heads_partial", None)

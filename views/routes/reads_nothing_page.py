@@ -9,9 +9,9 @@ from sinkscope.core.tokens import token_labels
 from sinkscope.findings.heads import sink_reading
 
 from views.frame import Context
-from views.state import cache, session
+from views.state import session
 from views.text import language, num, percent, say, t
-from views.widgets import charts, head_picker, lessons
+from views.widgets import charts, head_picker, jobs, lessons
 
 
 def one_head(request: session.Request, trace: Trace) -> None:
@@ -23,7 +23,7 @@ def one_head(request: session.Request, trace: Trace) -> None:
     ratio = num(heads["value_norm_ratio"][layer, head], ".2f")
     cells[2].metric(t("explorer.value_ratio"), ratio, help=t("explorer.value_ratio_help"))
     head_picker.kind_cell(cells[3], heads["kind"][layer, head])
-    maps = cache.get_layer_maps(request, trace, layer)
+    maps = jobs.layer_maps(request, trace, layer)
     labels = token_labels(trace.tokens)
     looks = t("reads.looks_title")
     raw = plot.fig_attention(

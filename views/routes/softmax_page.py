@@ -10,9 +10,9 @@ from sinkscope.core.tokens import token_labels
 from sinkscope.findings import sources
 
 from views.frame import Context
-from views.state import cache, navigation, session
+from views.state import navigation, session
 from views.text import language, local_table, num, percent, t
-from views.widgets import charts, head_picker, lessons
+from views.widgets import charts, head_picker, jobs, lessons
 from views.widgets.html_maps import head_map
 from views.widgets.sliders import decimal_slider, steps
 
@@ -112,7 +112,7 @@ def numeric_check(scores: np.ndarray) -> None:
 
 def on_the_model(request: session.Request, trace: Trace) -> None:
     layer, head = head_picker.pick_head(trace)
-    maps = cache.get_layer_maps(request, trace, layer)
+    maps = jobs.layer_maps(request, trace, layer)
     labels = token_labels(trace.tokens)
     series = {
         t("softmax.withheld_line"): maps.withheld[head].tolist(),

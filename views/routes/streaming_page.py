@@ -1,7 +1,6 @@
 """Streaming: evict the sink and the model collapses; keep four tokens and it streams on (StreamingLLM)."""
 
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -13,14 +12,14 @@ from sinkscope.core.errors import InputError, SinkscopeError
 from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel
 from sinkscope.experiments import streaming
-from sinkscope.experiments.stream_plan import REAL_CACHE, StreamResults, StreamSetup, plan, run_job
+from sinkscope.experiments.stream_plan import REAL_CACHE, StreamJob, StreamResults, StreamSetup, plan, run_job
 from sinkscope.findings import sources
-from sinkscope.serving.runs import RunQueue
 
 from views.frame import Context
 from views.state import cache, session, url_state
+from views.state.cache import Job, Show
 from views.text import language, local_figure, local_table, num, say, t
-from views.widgets import charts, stop_button
+from views.widgets import charts, jobs, stop_button
 
 SINK_CHOICES = [0, 1, 2, 4, 8]
 GENERATION = {"new": 80, "prompt": 48, "sinks": 4, "cache": 20}  # the gibberish demo: tokens, prompt, two caches
@@ -87,17 +86,6 @@ def stream_ids(loaded: LoadedModel, source: str, n_tokens: int, text: str) -> li
         return []  # an empty text: the page says it is too short
 
 
-def yielding(queue: RunQueue, show: Callable[..., None]) -> Callable[..., bool]:
-    """A progress callback for a long run: show how far it is, let a waiting visitor's short run in, go on."""
-
-    def progress(*args: object) -> bool:
-        show(*args)
-        queue.let_others_in()
-        return True
-
-    return progress
-
-
 @dataclass
 class Clock:
     """One time-left estimate for a whole run: its long jobs (the real cache, recompute) cost about the same per
@@ -117,29 +105,12 @@ class Clock:
         return done / self.total, t("stream.progress", methods=methods, done=done, total=self.total, left=left)
 
 
-class Bar:
-    """A progress bar drawn at most four times a second: a browser update per token would cost the model (and
-    every other visitor) CPU."""
-
-    def __init__(self, text: str | None = None) -> None:
-        self.bar, self.shown = st.progress(0.0, text=text), 0.0
-
-    def progress(self, share: float, text: str) -> None:
-        now = time.monotonic()
-        if now - self.shown > 0.25:
-            self.bar.progress(share, text=text)
-            self.shown = now
-
-    def empty(self) -> None:
-        self.bar.empty()
-
-
 class LiveRun:
-    """What a streaming run shows while it works: a progress bar and the curves as they grow (once a second)."""
+    """What a streaming run shows while it works besides its bar: the curves as they grow (once a second)."""
 
     def __init__(self, results: StreamResults, clock: Clock) -> None:
         self.results, self.clock = results, clock
-        self.bar, self.chart = Bar(), st.empty()
+        self.chart = st.empty()
         self.drawn = 0.0
         self.draws = 0
 
@@ -148,29 +119,41 @@ class LiveRun:
         key = f"stream_live_{self.draws}"  # a key each time: the same curves drawn twice would share an element id
         self.chart.plotly_chart(local_figure(stream_figure(self.results)), key=key)
 
-    def update(self, curves: dict[str, list[float]], seconds: float) -> None:
+    def update(self, curves: dict[str, list[float]], seconds: float) -> tuple[float, str]:
+        """Keep the curves so far (a stop keeps them), redraw them now and then; (share done, the bar's text)."""
         self.results.curves.update(curves)
         names, tokens = ", ".join(map(method_label, curves)), len(next(iter(curves.values())))
-        self.bar.progress(*self.clock.caption(names, tokens, seconds))
         if time.monotonic() - self.drawn > 1:
             self.draw()
+        return self.clock.caption(names, tokens, seconds)
 
     def close(self) -> None:
-        self.bar.empty()
         self.chart.empty()
+
+
+def stream_job(request: session.Request, setup: StreamSetup, ids: list[int], job: StreamJob, live: LiveRun) -> Job:
+    """One plan job as the job helper runs it, shared by every session that streams this text the same way."""
+
+    def run(show: Show) -> dict[str, np.ndarray]:
+        start = time.monotonic()
+
+        def progress(curves: dict[str, list[float]], _total: int) -> bool:
+            show(*live.update(curves, time.monotonic() - start))
+            return True
+
+        return run_job(request.loaded, ids, job, setup, progress)
+
+    return Job(request.model, ("stream", request.dtype, tuple(ids), setup.sinks, setup.window, job.methods), run)
 
 
 def run_all(request: session.Request, setup: StreamSetup, ids: list[int]) -> None:
     """Stream every method; the curves are drawn as they grow and land in the session, so a stop keeps them."""
-    loaded = request.loaded
     results = st.session_state["stream_results"] = StreamResults(setup)
-    jobs, queue = plan(setup), cache.shared().queue(request.model)
-    live = LiveRun(results, Clock(max(1, sum(job.streams for job in jobs)) * (len(ids) - 1)))
-    for job in jobs:
+    plan_jobs = plan(setup)
+    live = LiveRun(results, Clock(max(1, sum(job.streams for job in plan_jobs)) * (len(ids) - 1)))
+    for job in plan_jobs:
         start = time.monotonic()
-        progress = yielding(queue, lambda curves, total, start=start: live.update(curves, time.monotonic() - start))
-        with queue.turn():
-            results.curves.update(run_job(loaded, ids, job, setup, progress))
+        results.curves.update(jobs.run(stream_job(request, setup, ids, job, live), t("stream.streaming")))
         results.seconds.update(dict.fromkeys(job.methods, time.monotonic() - start))
         if job.streams:
             live.clock.finish(len(ids) - 1, time.monotonic() - start)
@@ -205,35 +188,35 @@ def show_results(results: StreamResults, on: Message | None) -> None:
 
 
 def sweep(request: session.Request, ids: list[int], cache_size: int, engine: str) -> tuple[list[int], list[float]]:
-    """(sink counts, perplexities) at one cache size: with the real cache every count streams side by side as
-    one batch; a progress bar (and a Stop point) at every step."""
+    """(sink counts, perplexities) at one cache size: with the real cache every count streams side by side as one
+    batch; a bar (and a Stop point) at every step. Shared by every session that sweeps this text the same way."""
     loaded = request.loaded
-    bar, queue = Bar(t("stream.sweeping")), cache.shared().queue(request.model)
     counts = [sinks for sinks in SINK_CHOICES if sinks < cache_size]  # a cache must hold the current token
-    if engine == "sinks":
 
-        def show(so_far: np.ndarray, total: int) -> None:  # so_far: (lane, token) NLL
-            bar.progress(so_far.shape[1] / total, text=t("stream.sweep_progress", done=so_far.shape[1], total=total))
+    def run(show: Show) -> list[float]:
+        if engine == "sinks":
 
-        with queue.turn():
-            nll, _ = streaming.stream_lanes(loaded, ids, tuple(counts), cache_size, yielding(queue, show))
-        bar.empty()
-        return counts, [streaming.perplexity(row) for row in nll]
-    ppl = []
-    for index, sinks in enumerate(counts):
-        with queue.turn():
+            def progress(so_far: np.ndarray, total: int) -> bool:  # so_far: (lane, token) NLL
+                show(so_far.shape[1] / total, t("stream.sweep_progress", done=so_far.shape[1], total=total))
+                return True
+
+            nll, _ = streaming.stream_lanes(loaded, ids, tuple(counts), cache_size, progress)
+            return [streaming.perplexity(row) for row in nll]
+        ppl = []
+        for index, sinks in enumerate(counts):
             ppl.append(streaming.perplexity(streaming.streaming_nll(loaded, ids, engine, sinks, cache_size - sinks)))
-        bar.progress((index + 1) / len(counts), text=t("stream.sweeping"))
-    bar.empty()
-    return counts, ppl
+            show((index + 1) / len(counts), t("stream.sweeping"))
+        return ppl
+
+    job = Job(request.model, ("sweep", request.dtype, tuple(ids), cache_size, engine), run)
+    return counts, jobs.run(job, t("stream.sweeping"), stop=("stop_sweep", "stream.stop_sweep_help"))
 
 
 def sink_sweep(request: session.Request, ids: list[int], cache_size: int) -> None:
     st.subheader(t("stream.sweep_title"))
     engine = st.radio(t("stream.engine"), list(ENGINES), horizontal=True, key="sweep_engine", format_func=engine_label)
     if st.button(t("stream.sweep", counts=", ".join(map(str, SINK_CHOICES))), key="sweep"):
-        with stop_button.while_running("stop_sweep", "stream.stop_sweep_help"):
-            st.session_state["sweep_result"] = (*sweep(request, ids, cache_size, engine), cache_size, engine)
+        st.session_state["sweep_result"] = (*sweep(request, ids, cache_size, engine), cache_size, engine)
     if "sweep_result" in st.session_state:
         counts, ppl, size, used = st.session_state["sweep_result"]
         charts.show(plot.fig_ppl_vs_sinks(counts, ppl, size, engine_label(used), lang=language()), "sweep_chart")
@@ -242,12 +225,17 @@ def sink_sweep(request: session.Request, ids: list[int], cache_size: int) -> Non
 def generate_both(request: session.Request, prompt: list[int]) -> list[str]:
     """The same prompt continued with GENERATION's sinks + recent tokens and with its cache of recent tokens only."""
     loaded = request.loaded
-    bar, queue = Bar(t("stream.generating")), cache.shared().queue(request.model)
-    progress = yielding(queue, lambda done, total: bar.progress(len(done) / total, text=t("stream.generating")))
-    with queue.turn():
-        both = streaming.generate_lanes(loaded, prompt, GENERATION["new"], (GENERATION["sinks"], 0),
-                                        GENERATION["cache"], progress)  # fmt: skip
-    bar.empty()
+
+    def run(show: Show) -> list[list[int]]:
+        def progress(done: list[float], total: int) -> bool:
+            show(len(done) / total, t("stream.generating"))
+            return True
+
+        lanes = (GENERATION["sinks"], 0)
+        return streaming.generate_lanes(loaded, prompt, GENERATION["new"], lanes, GENERATION["cache"], progress)
+
+    job = Job(request.model, ("generate", request.dtype, tuple(prompt), tuple(GENERATION.items())), run)
+    both = jobs.run(job, t("stream.generating"), stop=("stop_generate", "stream.stop_sweep_help"))
     return [loaded.tokenizer.decode(tokens) for tokens in both]
 
 
@@ -266,8 +254,7 @@ def gibberish_demo(request: session.Request, ids: list[int]) -> None:
     if st.button(t("stream.generate", new=GENERATION["new"]), key="generate"):
         tokenizer = request.loaded.tokenizer
         prompt = prompt_of(tokenizer, ids)
-        with stop_button.while_running("stop_generate", "stream.stop_sweep_help"):
-            st.session_state["generated_texts"] = [tokenizer.decode(prompt), *generate_both(request, prompt)]
+        st.session_state["generated_texts"] = [tokenizer.decode(prompt), *generate_both(request, prompt)]
     if "generated_texts" in st.session_state:
         prompt, *continued = st.session_state["generated_texts"]
         st.markdown(t("stream.prompt"))

@@ -1,13 +1,13 @@
 """The cache every session shares: results bounded by bytes, one run queue per model, and the jobs that fill it.
 
-A job's cache key is built in one place (``Job.cache_key``): the warm start and ``run_once`` find the same entries.
+Nothing here draws: ``views.widgets.jobs`` runs a job for a page (its turn, its bar, its Stop). A job's cache key is
+built in one place (``Job.cache_key``): the warm start and the pages find the same entries.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,17 +16,16 @@ import streamlit as st
 from sinkscope.core.arrays import pool_max
 from sinkscope.core.bundled import BUNDLED
 from sinkscope.core.capture import LayerMaps, Trace, analyze, attention_maps, thumbnails
-from sinkscope.core.errors import SinkscopeError, TokenLimitError
 from sinkscope.core.models import LoadedModel, load_model, resolve_device
 from sinkscope.core.tokens import adds_bos_by_default, has_bos
 from sinkscope.experiments import kv_check, kv_evict, stream_plan, streaming
 from sinkscope.serving.runs import BoundedCache, RunQueue, Wait
 from sinkscope.serving.settings import Settings
 
-from views.state.session import EXAMPLES, GPU_DTYPES, Analysis, Request, owner, settings
-from views.text import say, t
+from views.state.session import EXAMPLES, GPU_DTYPES, Request, settings
 
 WARM_UP = "warm-up"  # the owner of the warm start's results
+Show = Callable[[float, str], None]  # a long run's progress: (share done, what the bar says); a step boundary too
 
 
 @dataclass
@@ -51,85 +50,38 @@ def shared() -> Shared:
 
 
 @st.cache_resource(show_spinner=False, max_entries=2)
-def _cached_model(spec: str, dtype: str) -> LoadedModel:
+def cached_model(spec: str, dtype: str) -> LoadedModel:
+    """The model, loaded once per process for every session (the sidebar loads it; pages get it in their request)."""
     return load_model(spec, dtype=dtype)
-
-
-def get_model(spec: str, dtype: str) -> LoadedModel:
-    with st.spinner(t("side.loading_model")):
-        return _cached_model(spec, dtype)
 
 
 @dataclass(frozen=True)
 class Job:
-    """One cacheable computation: it runs in ``queue``'s turn (a model spec, or "lab") and is cached under
-    ``cache_key``, the only place a key is built."""
+    """One cacheable computation: ``run(show)`` runs in ``queue``'s turn (a model spec, or "lab") and is cached under
+    ``cache_key``, the only place a key is built. A long run calls ``show`` between its steps."""
 
     queue: str
     key: tuple[Hashable, ...]  # everything the result depends on, besides the queue
-    run: Callable[[], Any]
+    run: Callable[[Show], Any]
 
     @property
     def cache_key(self) -> tuple[Hashable, ...]:
         return (self.queue, *self.key)
 
-    def result(self, owner: str, on_wait: Callable[[Wait], None] | None = None, background: bool = False) -> Any:
-        """The cached result, or the run's in its queue's turn, charged to ``owner`` (a session or the warm start);
-        ``background`` work (the warm start's) runs only while no visitor waits."""
+    def result(self, owner: str, show: Show | None = None, on_wait: Callable[[Wait], None] | None = None,
+               background: bool = False) -> Any:  # fmt: skip
+        """The cached result, or the run's in its queue's turn, charged to ``owner`` (a session or the warm start),
+        the cache checked again once the turn comes. ``background`` work (the warm start's) runs only while no
+        visitor waits, and lets one in at each of its steps."""
         queue = shared().queue(self.queue)
-        return shared().results.get_or_run(self.cache_key, owner, self.run, queue, on_wait=on_wait,
+        step = show or (lambda _done, _label: queue.let_others_in())
+        return shared().results.get_or_run(self.cache_key, owner, lambda: self.run(step), queue, on_wait=on_wait,
                                            background=background)  # fmt: skip
 
 
-def waiting_for(wait: Wait) -> str:
-    """What a visitor's run waits for, in words: the server's own preparation or other visitors' runs, and for about
-    how long once runs like them have been timed."""
-    if wait.seconds is None:
-        return t("common.wait_visitors" if wait.visitors else "common.wait_server", n=wait.visitors)
-    key = "common.wait_visitors_eta" if wait.visitors else "common.wait_server_eta"
-    return t(key, n=wait.visitors, s=max(1, round(wait.seconds)))
-
-
-@contextmanager
-def _in_line(message: str) -> Iterator[Callable[[int], None]]:
-    """A spinner saying ``message``; yields what a queue turn calls with the runs ahead, to show the position."""
-    notice = st.empty()
-
-    def waiting(wait: Wait) -> None:
-        notice.info(waiting_for(wait))
-
-    try:
-        with st.spinner(message):
-            yield waiting
-    finally:
-        notice.empty()
-
-
-def run_once(queue: str, key: tuple[Hashable, ...], run: Callable[[], Any], message: str) -> Any:
-    """The result cached under ``key`` for every session, or ``run()`` in ``queue``'s turn (a model, or
-    the lab); shows the queue position while waiting."""
-    return run_job(Job(queue, key, run), message)
-
-
-def run_job(job: Job, message: str) -> Any:
-    """``run_once`` of a job built elsewhere."""
-    found = shared().results.get(job.cache_key)
-    if found is not None:
-        return found
-    with _in_line(message) as waiting:
-        return job.result(owner(), on_wait=waiting)
-
-
-def run_all(jobs: list[Job], message: str) -> list[Any]:
-    """Each job's cached result, the missing ones run in one turn of their queue (the jobs share one: a page's runs
-    on its model), so a page that needs several waits in line once; a job that failed leaves its exception."""
-    results = shared().results
-    found = [results.get(job.cache_key) for job in jobs]
-    if all(value is not None for value in found):
-        return found
-    runs = [(job.cache_key, job.run) for job in jobs]
-    with _in_line(message) as waiting:
-        return results.get_or_run_all(runs, owner(), shared().queue(jobs[0].queue), on_wait=waiting)
+def one_step(run: Callable[[], Any]) -> Callable[[Show], Any]:
+    """A run with no steps to show, as a job runs it."""
+    return lambda _show: run()
 
 
 def token_limit(loaded: LoadedModel) -> int:
@@ -143,21 +95,35 @@ def trace_job(loaded: LoadedModel, request: Request) -> Job:
     def run() -> Trace:
         return analyze(loaded, request.text, max_tokens=limit, truncate=request.truncate, add_bos=request.add_bos)
 
-    return Job(request.model, ("trace", request.dtype, request.text, request.add_bos, request.truncate, limit), run)
+    key = ("trace", request.dtype, request.text, request.add_bos, request.truncate, limit)
+    return Job(request.model, key, one_step(run))
 
 
-def _let_others_in(spec: str) -> Callable[[], None]:
-    """What a long job calls between its steps: visitors waiting on the model go first."""
-    return shared().queue(spec).let_others_in
+def layer_maps_job(request: Request, trace: Trace, layer: int) -> Job:
+    """One layer's maps of the trace's text: that layer alone runs, from the trace's h^layer."""
+    loaded, ids = request.loaded, trace.token_ids
+    run = lambda: attention_maps(loaded, ids, layer, start=trace.residual[layer])  # noqa: E731
+    return Job(request.model, ("maps", request.dtype, ids, layer), one_step(run))
+
+
+def layer_strip_job(request: Request, trace: Trace, maps: LayerMaps, layer: int) -> Job:
+    """Every head of one layer max-pooled to 64 x 64, (1, head, rows, cols): computed once per layer, not per scrub."""
+    run = lambda: np.stack([pool_max(m, 64)[0] for m in maps.weights])[None]  # noqa: E731
+    return Job(request.model, ("strip", request.dtype, trace.token_ids, layer), one_step(run))
+
+
+def thumbnails_job(request: Request, token_ids: tuple[int, ...]) -> Job:
+    run = lambda: thumbnails(request.loaded, token_ids, size=32)  # noqa: E731
+    return Job(request.model, ("thumbnails", request.dtype, token_ids), one_step(run))
 
 
 def streaming_check_job(loaded: LoadedModel, spec: str, dtype: str) -> Job:
     """The scoreboard's streaming check (``stream_plan.check``, on Python's help text): one per model and dtype,
     whatever the visitor's text, so the warm start runs it once for every scoreboard."""
 
-    def run() -> dict[str, float]:
+    def run(show: Show) -> dict[str, float]:
         streaming.rotary_of(loaded.model)  # the streaming page's own refusal of a model it cannot re-position
-        return stream_plan.check(loaded, between=_let_others_in(spec))
+        return stream_plan.check(loaded, between=lambda: show(0.0, ""))
 
     return Job(spec, ("claims_streaming", dtype), run)
 
@@ -167,12 +133,7 @@ def kv_check_job(loaded: LoadedModel, spec: str, dtype: str) -> Job | None:
     for a model whose cache is not evicted here (its claims say "not measured" quietly)."""
     if kv_evict.refusal(loaded) is not None:
         return None
-    return Job(spec, ("claims_kv", dtype), lambda: kv_check.check(loaded, between=_let_others_in(spec)))
-
-
-def get_trace(request: Request) -> Trace:
-    job = trace_job(request.loaded, request)
-    return run_once(job.queue, job.key, job.run, t("common.running_model"))
+    return Job(spec, ("claims_kv", dtype), lambda show: kv_check.check(loaded, between=lambda: show(0.0, "")))
 
 
 def warm_examples(loaded_model: Callable[[], None] = lambda: None) -> None:
@@ -186,7 +147,7 @@ def warm_examples(loaded_model: Callable[[], None] = lambda: None) -> None:
     if not BUNDLED[spec].installed():
         return
     dtype = GPU_DTYPES[0] if resolve_device() == "cuda" else "auto"
-    loaded = _cached_model(spec, dtype)
+    loaded = cached_model(spec, dtype)
     loaded_model()
     add_bos = adds_bos_by_default(loaded.tokenizer) if has_bos(loaded.tokenizer) else None
     for example in EXAMPLES.values():
@@ -197,66 +158,7 @@ def warm_examples(loaded_model: Callable[[], None] = lambda: None) -> None:
         job.result(WARM_UP, background=True)
 
 
-def get_layer_maps(request: Request, trace: Trace, layer: int) -> LayerMaps:
-    """One layer's maps of the trace's text: that layer alone runs, from the trace's h^layer."""
-    loaded, ids = request.loaded, trace.token_ids
-    run = lambda: attention_maps(loaded, ids, layer, start=trace.residual[layer])  # noqa: E731
-    return run_once(request.model, ("maps", request.dtype, ids, layer), run, t("common.recomputing_layer"))
-
-
-def get_layer_strip(request: Request, trace: Trace, layer: int) -> np.ndarray:
-    """Every head of one layer max-pooled to 64 x 64, (1, head, rows, cols): computed once per layer, not per scrub."""
-    maps = get_layer_maps(request, trace, layer)
-    run = lambda: np.stack([pool_max(m, 64)[0] for m in maps.weights])[None]  # noqa: E731
-    key = ("strip", request.dtype, trace.token_ids, layer)
-    return run_once(request.model, key, run, t("common.recomputing_layer"))
-
-
-def get_thumbnails(request: Request, token_ids: tuple[int, ...]) -> np.ndarray:
-    loaded = request.loaded
-    run = lambda: thumbnails(loaded, token_ids, size=32)  # noqa: E731
-    return run_once(request.model, ("thumbnails", request.dtype, token_ids), run, t("common.drawing_heads"))
-
-
 def step_choices(choices: list[int]) -> list[int]:
     """The training lengths this deployment allows (hosted mode caps them)."""
     allowed = [steps for steps in choices if steps <= shared().settings.max_lab_steps]
     return allowed or choices[:1]
-
-
-def _token_limit_notice(request: Request, err: TokenLimitError, prefix: str) -> None:
-    st.warning(t("common.too_long", error=say(err), limit=err.limit))
-    if st.button(t("common.truncate", limit=err.limit), key=prefix + "truncate_button"):
-        st.session_state[prefix + "truncate_text"] = request.text  # only this text: a new one is checked again
-        st.rerun()
-
-
-def analysis_of(request: Request, prefix: str = "") -> Analysis | None:
-    """The analysis of ``request``, or None with a message on the page."""
-    try:
-        return Analysis(request, get_trace(request))
-    except TokenLimitError as err:
-        _token_limit_notice(request, err, prefix)
-    except (SinkscopeError, RuntimeError, MemoryError) as err:  # a failed run must not end the session
-        st.error(say(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
-    return None
-
-
-def current_analysis(request: Request | None) -> Analysis | None:
-    """The analysis of the sidebar's text; after a failed run, the message and the previous result of the same model
-    (never another model's figures under this one's name); nothing without a request (no model loaded).
-
-    A session keeps only its last request: the result lives in the shared cache, bounded by bytes (a trace at
-    512 tokens is about 37 MB, mostly its residual norms), and is computed again if it was evicted.
-    """
-    if request is None:
-        return None
-    analysis = analysis_of(request)
-    if analysis is not None:
-        st.session_state["last_request"] = request
-        return analysis
-    previous = st.session_state.get("last_request")
-    if previous is None or previous == request or (previous.model, previous.dtype) != (request.model, request.dtype):
-        return None
-    st.caption(t("common.previous_result"))
-    return analysis_of(previous)

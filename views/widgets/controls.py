@@ -14,7 +14,7 @@ from sinkscope.core.tokens import adds_bos_by_default, decode_text, has_bos
 from sinkscope.serving.settings import Settings
 
 from views import frame
-from views.state.cache import get_model, shared, token_limit
+from views.state.cache import cached_model, shared, token_limit
 from views.state.session import EXAMPLES, GPU_DTYPES, KEEP, LANGUAGE_EXAMPLES, Request, chosen_dtype
 from views.state.url_state import CUSTOM, URL_TEXT_LIMIT, restore_from_url
 from views.text import language, say, t
@@ -147,7 +147,8 @@ def _model_controls(prefix: str, failed: Callable[[str, SinkscopeError], None]) 
         st.info(t("side.type_model"))
         return spec, None
     try:
-        loaded = get_model(spec, chosen_dtype())
+        with st.spinner(t("side.loading_model")):
+            loaded = cached_model(spec, chosen_dtype())
     except SinkscopeError as err:
         failed(spec, err)
         return spec, None

@@ -8,7 +8,7 @@ from sinkscope.findings import sources
 
 from views.state import cache
 from views.text import num, t
-from views.widgets import charts, lab_training
+from views.widgets import charts, jobs, lab_training
 from views.widgets.sliders import decimal_slider
 
 LOSSES = {"logistic": "lab.loss_logistic", "square": "lab.loss_square"}  # the polarization run's losses
@@ -34,7 +34,7 @@ def polarize_runs(
         return {v: lab.polarize(v, loss, **settings) for v in missing}
 
     key = ("polarize", missing, loss, shape, steps, lr, seed)
-    live = cache.run_once("lab", key, run, t("lab.training")) if missing else {}
+    live = jobs.run(cache.Job("lab", key, cache.one_step(run)), t("lab.training")) if missing else {}
     return {v: shipped.get(v) or live[v] for v in variants}
 
 

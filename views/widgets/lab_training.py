@@ -13,7 +13,7 @@ from sinkscope.lab import toy
 
 from views.state import cache, session
 from views.text import language, local_table, num, t
-from views.widgets import charts, stop_button
+from views.widgets import charts, jobs
 
 RUNS = session.ASSETS / "lab"
 TASK_KEYS = {"backcopy": "lab.task_backcopy", "induction": "lab.task_induction"}
@@ -49,17 +49,16 @@ def retrain(task: str) -> None:
         go = st.form_submit_button(t("lab.retrain"))
     if not go:
         return
-    bar = st.progress(0.0)
 
-    def report(step: int, total: int) -> bool:
-        if step % 50 == 0:  # a bar update per step would flood the browser
-            bar.progress(step / total, text=t("lab.retrain_progress", variant=variant, step=step, total=total))
-        return True
+    def train(show: cache.Show) -> toy.TrainingRun:
+        def report(step: int, total: int) -> bool:
+            show(step / total, t("lab.retrain_progress", variant=variant, step=step, total=total))
+            return True
 
-    train = lambda: toy.train(task, variant, steps=steps, seed=int(seed), progress=report)  # noqa: E731
-    with stop_button.while_running("stop_training", "lab.stop_help"):
-        run = cache.run_once("lab", ("train", task, variant, steps, int(seed)), train, t("lab.training_live"))
-    bar.empty()
+        return toy.train(task, variant, steps=steps, seed=int(seed), progress=report)
+
+    job = cache.Job("lab", ("train", task, variant, steps, int(seed)), train)
+    run = jobs.run(job, t("lab.training_live"), stop=("stop_training", "lab.stop_help"))
     st.session_state.setdefault("lab_runs", {})[(task, variant, int(seed))] = run
 
 

@@ -18,7 +18,7 @@ from sinkscope.experiments.interventions import Intervention, Outcome
 from views.frame import Context
 from views.state import cache, session, url_state
 from views.text import local_table, num, percent, say, t
-from views.widgets import charts
+from views.widgets import charts, jobs
 
 
 def lesson(
@@ -39,11 +39,11 @@ def lesson(
 
 def job(request: session.Request, what: str, args: tuple, run: Callable[[], Any]) -> cache.Job:
     """A lesson result cached by value for every session, computed in the model's queue."""
-    return cache.Job(request.model, (what, request.dtype, *args), run)
+    return cache.Job(request.model, (what, request.dtype, *args), cache.one_step(run))
 
 
 def cached(request: session.Request, what: str, args: tuple, run: Callable[[], Any], message: str) -> Any:
-    return cache.run_job(job(request, what, args, run), message)
+    return jobs.run(job(request, what, args, run), message)
 
 
 def outcome_job(request: session.Request, ids: tuple[int, ...], change: Intervention | None) -> cache.Job:
@@ -53,7 +53,7 @@ def outcome_job(request: session.Request, ids: tuple[int, ...], change: Interven
 
 def outcome(request: session.Request, ids: tuple[int, ...], change: Intervention | None) -> Outcome:
     message = t("lesson.running_intact") if change is None else t("lesson.running_with", change=say(change.message))
-    return cache.run_job(outcome_job(request, ids, change), message)
+    return jobs.run(outcome_job(request, ids, change), message)
 
 
 def sensitivity(request: session.Request, ids: tuple[int, ...], position: int, size: float) -> dict[int, float]:
@@ -78,7 +78,7 @@ def spread_job(request: session.Request, ids: tuple[int, ...], size: float) -> c
 
 
 def sensitivity_spread(request: session.Request, ids: tuple[int, ...], size: float) -> nudges.Spread:
-    return cache.run_job(spread_job(request, ids, size), t("break.perturbing"))
+    return jobs.run(spread_job(request, ids, size), t("break.perturbing"))
 
 
 def geometry(request: session.Request, ids: tuple[int, ...]) -> dict[str, np.ndarray]:
@@ -105,7 +105,7 @@ def failed(err: Exception) -> None:
 
 
 def results_or_none(found: dict[str, Any]) -> dict[str, Any]:
-    """Results of ``cache.run_all`` by name, each failed run's None, after saying each distinct failure once (a
+    """Results of ``jobs.run_all`` by name, each failed run's None, after saying each distinct failure once (a
     model that refuses interventions fails every run the same way)."""
     said = set()
     for err in (value for value in found.values() if isinstance(value, Exception)):

@@ -10,7 +10,7 @@ from sinkscope.experiments import claims, interventions, kv_quant, stream_plan
 
 from views.state import cache, session, url_state
 from views.text import say, t
-from views.widgets import lab_polarization, lab_training, lessons, sink_cost
+from views.widgets import jobs, lab_polarization, lab_training, lessons, sink_cost
 
 SHOWN = {  # claim -> (catalogue key of the claim, of the published figure, the page that measures it)
     "softmax_sink": ("claims.softmax_sink", "claims.softmax_sink.published", "softmax"),
@@ -49,7 +49,7 @@ def streaming_check_job(request: session.Request) -> cache.Job:
 
 
 def streaming_check(request: session.Request) -> dict[str, float]:
-    return cache.run_job(streaming_check_job(request), t("claims.measuring_streaming", **stream_plan.check_values()))
+    return jobs.run(streaming_check_job(request), t("claims.measuring_streaming", **stream_plan.check_values()))
 
 
 def kv_claim_job(request: session.Request, trace: Trace) -> cache.Job:
@@ -90,7 +90,7 @@ def measured(request: session.Request, trace: Trace) -> list[claims.Verdict]:
     """Everything the verdicts need: this text's runs, in one turn of the model's queue (with a class, the first to
     ask gets a whole scoreboard first), and the lab's and the cost sweep's shipped results."""
     runs = text_runs(request, trace)
-    found = lessons.results_or_none(dict(zip(runs, cache.run_all(list(runs.values()), t("claims.measuring")),
+    found = lessons.results_or_none(dict(zip(runs, jobs.run_all(list(runs.values()), t("claims.measuring")),
                                              strict=True)))  # fmt: skip
     evidence = claims.Evidence(
         trace,

@@ -14,7 +14,7 @@ from sinkscope.findings import sources
 
 from views.state import cache, session
 from views.text import local_table, num, say, t
-from views.widgets import charts
+from views.widgets import charts, jobs
 from views.widgets.sliders import decimal_slider
 
 SHIPPED = session.ASSETS / "cost.json"
@@ -34,7 +34,7 @@ def live(dim: int, delta: float, seed: int, max_length: int) -> dict:
     def run() -> dict:
         return cost.report(dim=dim, delta=delta, seed=seed, longest=max_length)
 
-    return cache.run_once("lab", ("cost", dim, delta, seed, max_length), run, t("cost.measuring"))
+    return jobs.run(cache.Job("lab", ("cost", dim, delta, seed, max_length), cache.one_step(run)), t("cost.measuring"))
 
 
 def controls() -> dict:
