@@ -7,10 +7,10 @@ import streamlit as st
 
 from views import frame
 from views.site import pages
-from views.state.session import choose_language, settings
+from views.state.session import ASSETS, choose_language, settings
 from views.widgets import controls
 
-st.set_page_config(page_title="Sinkscope", page_icon=":material/blur_on:", layout="wide")
+st.set_page_config(page_title="Sinkscope", page_icon=str(ASSETS / "favicon.png"), layout="wide")  # no icon font fetched
 if settings().hosted:
     st.set_option("client.showErrorDetails", "none")  # a public server shows no tracebacks
 choose_language()  # before the page titles below: they are in the session's language

@@ -25,11 +25,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from sinkscope.core import texts
 from sinkscope.core.bundled import DEFAULT_MODEL  # noqa: E402
 from sinkscope.core.capture import analyze_ids  # noqa: E402
 from sinkscope.core.errors import SinkscopeError  # noqa: E402
 from sinkscope.core.models import dequantized_dir, load_model  # noqa: E402
-from sinkscope.experiments import stream_plan, streaming  # noqa: E402
+from sinkscope.experiments import stream_plan  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 from bench.bench_analyze import token_ids  # noqa: E402
@@ -111,7 +112,7 @@ def streaming_default() -> list[Row]:
     loaded = load_model(DEFAULT_MODEL, device=DEVICE, dtype=DTYPE)
     check = stream_plan.CHECK
     setup = stream_plan.StreamSetup(check.sinks, check.window, DEFAULT_TOKENS, ("dense", "window", "sinks"))
-    ids = loaded.tokenizer(streaming.builtin_text(), add_special_tokens=False)["input_ids"][: setup.tokens]
+    ids = loaded.tokenizer(texts.builtin_text(), add_special_tokens=False)["input_ids"][: setup.tokens]
     seconds = timed(lambda: [stream_plan.run_job(loaded, ids, job, setup) for job in stream_plan.plan(setup)])
     return [("streaming page, default run", f"{setup.tokens} tokens, {', '.join(setup.methods)}", f"{seconds:.1f} s")]
 

@@ -28,8 +28,9 @@ def main() -> None:
 
     from sinkscope.core.capture import analyze_ids
     from sinkscope.core.models import load_model
+    from sinkscope.core.texts import builtin_text
     from sinkscope.experiments import kv_heads, kv_quant
-    from sinkscope.experiments.streaming import builtin_text, dense
+    from sinkscope.experiments.streaming import dense
 
     loaded = load_model("smollm2-135m")
     ids = loaded.encode(builtin_text(), args.tokens, truncate=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
+from sinkscope.core import texts
 from sinkscope.core.bundled import DEFAULT_MODEL  # noqa: E402
 from sinkscope.core.models import load_model  # noqa: E402
 from sinkscope.experiments import streaming  # noqa: E402
@@ -50,7 +51,7 @@ def sink_steps(
 
 def worker(method: str, n_tokens: int, sinks: int, window: int) -> None:
     loaded = load_model(DEFAULT_MODEL)
-    ids = (loaded.tokenizer(streaming.builtin_text(), add_special_tokens=False)["input_ids"] * 8)[:n_tokens]
+    ids = (loaded.tokenizer(texts.builtin_text(), add_special_tokens=False)["input_ids"] * 8)[:n_tokens]
     checkpoints, memory = {n_tokens // 4, n_tokens // 2, n_tokens}, []
     start = time.perf_counter()
     if method == "sinks":

@@ -14,8 +14,8 @@ import pytest
 import streamlit as st
 from plotly.colors import get_colorscale, sample_colorscale
 from sinkscope import lab
+from sinkscope.core import texts
 from sinkscope.core.names import HEAD_METRICS, TASK_VARIANTS
-from sinkscope.experiments import streaming
 from streamlit.testing.v1 import AppTest
 
 from tests.app_pages import go_to
@@ -352,7 +352,7 @@ def test_the_streaming_page_shows_sinks_rescuing_a_small_window() -> None:
     next(b for b in at.button if b.label.startswith("Generate")).click().run()
     prompt, *continued = [text.value for text in at.main.text if len(text.value) > 40]
     assert not at.exception and len(continued) == 2
-    source = streaming.builtin_text()  # the page streams Python's help text by default
+    source = texts.builtin_text()  # the page streams Python's help text by default
     assert source.startswith(prompt) and source[len(prompt)].isspace()  # the prompt ends where a word does
     assert "Stop" not in [b.label for b in at.button]  # every run has ended: no Stop is left to press
 

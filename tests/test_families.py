@@ -11,7 +11,7 @@ import math
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import numpy as np
@@ -19,6 +19,7 @@ import pytest
 import torch
 import transformers
 from sinkscope.core import attention, chunked, families, metrics, slow
+from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import analyze_ids, attention_maps, thumbnails
 from sinkscope.core.errors import ModelLoadError, reason_of
 from sinkscope.core.models import (
@@ -30,7 +31,7 @@ from sinkscope.core.models import (
     token_limit,
     with_sinkscope_attention,
 )  # fmt: skip
-from sinkscope.experiments import interventions, streaming
+from sinkscope.experiments import interventions, kv_evict, kv_quant, streaming, writes
 from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
@@ -260,7 +261,7 @@ def test_turning_a_query_back_equals_the_familys_own_rotation_at_the_earlier_pos
         turned = cos.shape[-1] if name == "phi" else query.shape[-1]  # Phi's attention splits them off itself
         return torch.cat([own(query[..., :turned], query[..., :turned], cos, sin)[0], query[..., turned:]], dim=-1)
 
-    rotary = streaming.rotary_of(model)
+    rotary = streaming.rotary_of(loaded_tiny(name))  # the same config: the same rotary frequencies
     torch.testing.assert_close(rotary.turn_back(at(30), 17), at(13), atol=1e-5, rtol=1e-5)
     assert rotary.rope_layers == ((True, True, False) if name == "smollm3" else (True,) * 3)
 
@@ -496,3 +497,33 @@ def test_the_slow_path_refuses_interventions_and_streaming_and_holds_what_fits(n
         streaming.stream(loaded, ids, sinks=2, window=6)
     fits = math.isqrt(slow.MAP_BYTES // (4 * 3 * 4))  # three layers of four heads of float32 (T x T) maps
     assert loaded.info.max_tokens == min(fits, token_limit(SLOW[name]))
+
+
+def attempts(loaded: LoadedModel, ids: list[int]) -> dict[Can, Callable[[], object]]:
+    """What each capability's experiment does first with the model: each must refuse as the handle says."""
+    kept = torch.zeros(len(ids), dtype=torch.bool)
+    return {
+        Can.INTERVENE: lambda: interventions.intervene(loaded, interventions.DropFirst(1, layers=(1,))).__enter__(),
+        Can.STREAM: lambda: streaming.stream(loaded, ids, sinks=2, window=6),
+        Can.QUANTIZE_KV: lambda: kv_quant.quantized_nll(loaded, ids, 2, kept),
+        Can.EVICT_KV: lambda: kv_evict.evict(loaded, ids, 8),
+        Can.READ_WRITES: lambda: writes.check_writes(loaded, 0),
+    }
+
+
+@pytest.mark.parametrize("name", [*MATRIX, *SLOW])
+def test_the_model_handle_answers_what_it_can_do_and_each_experiment_refuses_in_its_words(
+    name: str, ids: list[int]
+) -> None:
+    loaded = slow_loaded(name) if name in SLOW else loaded_tiny(name)
+    answers = {capability: loaded.refusal(capability) for capability in Can}
+    for capability, attempt in attempts(loaded, ids).items():
+        refused = answers[capability]
+        if refused is None:
+            continue
+        with pytest.raises(ModelLoadError) as raised:
+            attempt()
+        assert raised.value.message == refused.message, capability
+    assert (answers[Can.STREAM] is None) == (name in STREAMS)
+    if name in SLOW:  # its attention runs in the family's own code: nothing that edits or reads it inside
+        assert all(answer is not None for answer in answers.values())

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core.loss import perplexity
+from sinkscope.core.texts import builtin_text
 from sinkscope.experiments import kv_evict, kv_quant
-from sinkscope.experiments.streaming import builtin_text, perplexity
 from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.masking_utils import eager_mask
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 import torch
 from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core.texts import builtin_text
 from sinkscope.experiments import kv_evict
-from sinkscope.experiments.streaming import band_mask, builtin_text, dense
+from sinkscope.experiments.streaming import band_mask, dense
 
 from tests.test_families import N_TOKENS, build, loaded_tiny, slow_loaded
 

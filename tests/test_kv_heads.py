@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 import torch
 from sinkscope.core.errors import ModelLoadError
+from sinkscope.core.loss import perplexity
 from sinkscope.core.models import LoadedModel
+from sinkscope.core.texts import builtin_text
 from sinkscope.experiments import kv_heads
 from sinkscope.experiments.kv_evict import SINKS
-from sinkscope.experiments.streaming import band_mask, builtin_text, perplexity
+from sinkscope.experiments.streaming import band_mask
 from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.masking_utils import eager_mask
 from transformers.models.llama.modeling_llama import eager_attention_forward

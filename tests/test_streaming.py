@@ -7,7 +7,7 @@ from pydoc_data.topics import topics
 import numpy as np
 import pytest
 import torch
-from sinkscope.core import attention
+from sinkscope.core import attention, loss, texts
 from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.i18n import catalogue
 from sinkscope.core.models import LoadedModel, model_info
@@ -178,9 +178,7 @@ def test_a_stop_request_keeps_the_partial_result(random_ids: list[int]) -> None:
 
 def test_on_the_bundled_model_sinks_rescue_the_window(smollm2: LoadedModel) -> None:
     ids = smollm2.tokenizer("\n".join(topics.values()), add_special_tokens=False)["input_ids"][:120]
-    ppl = {
-        m: streaming.perplexity(streaming.streaming_nll(smollm2, ids, m, sinks=4, window=28)) for m in streaming.METHODS
-    }
+    ppl = {m: loss.perplexity(streaming.streaming_nll(smollm2, ids, m, sinks=4, window=28)) for m in streaming.METHODS}
     assert abs(ppl["window"] / ppl["mask-window"] - 1) < 0.01  # the same computation for RoPE models
     assert ppl["sinks"] < 0.8 * ppl["window"]  # evicting the first tokens hurts; keeping 4 of them helps
     assert abs(ppl["sinks"] / ppl["recompute"] - 1) < 0.15
@@ -202,7 +200,7 @@ def test_on_the_bundled_model_the_window_loss_jumps_per_token_and_the_rolling_cu
     the cache-full line. Both hold: per token the window's loss jumps at once, and the page draws a rolling mean,
     which spreads the jump over the next tokens; the intro now says which is which."""
     setup = stream_plan.CHECK
-    ids = smollm2.tokenizer(streaming.builtin_text(), add_special_tokens=False)["input_ids"][: setup.tokens]
+    ids = smollm2.tokenizer(texts.builtin_text(), add_special_tokens=False)["input_ids"][: setup.tokens]
     excess = (streaming.streaming_nll(smollm2, ids, "mask-window", setup.sinks, setup.window)
               - streaming.streaming_nll(smollm2, ids, "dense", setup.sinks, setup.window))  # fmt: skip
     full = setup.cache_size  # the first prediction whose query no longer sees the first token

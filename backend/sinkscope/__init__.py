@@ -74,7 +74,7 @@ _EXPORTS = {
     "MakeSink": "sinkscope.experiments.elsewhere",
     "secondary_sinks": "sinkscope.findings.origins",
     "streaming_nll": "sinkscope.experiments.streaming",
-    "perplexity": "sinkscope.experiments.streaming",
+    "perplexity": "sinkscope.core.loss",
     "quantized_table": "sinkscope.experiments.kv_quant",
     "quantized_nll": "sinkscope.experiments.kv_quant",
     "evict": "sinkscope.experiments.kv_evict",

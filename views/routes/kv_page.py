@@ -11,9 +11,10 @@ from sinkscope import plot
 from sinkscope.core.capture import Trace, analyze_ids
 from sinkscope.core.errors import SinkscopeError
 from sinkscope.core.i18n import Message
+from sinkscope.core.loss import perplexity
+from sinkscope.core.texts import builtin_text
 from sinkscope.core.tokens import display_tokens
 from sinkscope.experiments import kv_evict, kv_heads, kv_quant
-from sinkscope.experiments.streaming import builtin_text
 from sinkscope.findings import sources
 from sinkscope.plot import kv_slides
 
@@ -164,7 +165,7 @@ def eviction(request: session.Request) -> None:
     if partial is not None:  # a run stopped before its end: what it measured so far
         budget, so_far = partial
         st.caption(t("kv.evict_stopped", done=so_far.shape[1], budget=budget))
-        rows = [{t("kv.col_policy"): t(kv_evict.POLICY_KEYS[p]), t("kv.col_ppl"): float(np.exp(so_far[lane].mean()))}
+        rows = [{t("kv.col_policy"): t(kv_evict.POLICY_KEYS[p]), t("kv.col_ppl"): perplexity(so_far[lane])}
                 for lane, p in enumerate(kv_evict.POLICIES)]  # fmt: skip
         st.dataframe(local_table(pd.DataFrame(rows), 2), hide_index=True, key="kv_partial_table")
     if found is None:

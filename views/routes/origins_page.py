@@ -5,6 +5,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 from sinkscope import plot
+from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import Trace
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.core.writes import PARTS
@@ -42,8 +43,9 @@ def secondary(trace: Trace) -> None:
 
 def first_token(request: session.Request, trace: Trace) -> None:
     st.subheader(t("origins.writes_heading"))
-    if trace.writes is None:
-        st.info(t("error.writes_unavailable", family=request.loaded.info.family))
+    refused = request.loaded.refusal(Can.READ_WRITES)
+    if refused is not None:  # the trace then has no writes
+        st.info(say(refused))
         return
     built = writes.first_writes(trace)
     left, right = st.columns(2)

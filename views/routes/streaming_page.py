@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 from sinkscope import plot
+from sinkscope.core import loss, texts
+from sinkscope.core.capabilities import Can
 from sinkscope.core.errors import InputError, SinkscopeError
 from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel
@@ -79,7 +81,7 @@ def engine_label(engine: str) -> str:
 
 def stream_ids(loaded: LoadedModel, source: str, n_tokens: int, text: str) -> list[int]:
     """The first tokens of the chosen text (only its beginning is tokenized: the built-in one is 465,000 characters)."""
-    chosen = streaming.builtin_text() if source == "builtin" else text
+    chosen = texts.builtin_text() if source == "builtin" else text
     try:
         return loaded.encode(chosen, n_tokens, truncate=True, add_bos=False)
     except InputError:
@@ -201,10 +203,10 @@ def sweep(request: session.Request, ids: list[int], cache_size: int, engine: str
                 return True
 
             nll, _ = streaming.stream_lanes(loaded, ids, tuple(counts), cache_size, progress)
-            return [streaming.perplexity(row) for row in nll]
+            return [loss.perplexity(row) for row in nll]
         ppl = []
         for index, sinks in enumerate(counts):
-            ppl.append(streaming.perplexity(streaming.streaming_nll(loaded, ids, engine, sinks, cache_size - sinks)))
+            ppl.append(loss.perplexity(streaming.streaming_nll(loaded, ids, engine, sinks, cache_size - sinks)))
             show((index + 1) / len(counts), t("stream.sweeping"))
         return ppl
 
@@ -283,7 +285,7 @@ def page(context: Context) -> None:
     if request is not None:
         try:
             loaded = request.loaded
-            streaming.rotary_of(loaded.model)
+            loaded.require(Can.STREAM)
         except SinkscopeError as err:
             st.error(say(err))
             st.stop()

@@ -15,10 +15,11 @@ import numpy as np
 import streamlit as st
 from sinkscope.core.arrays import pool_max
 from sinkscope.core.bundled import BUNDLED
+from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import LayerMaps, Trace, analyze, attention_maps, thumbnails
 from sinkscope.core.models import LoadedModel, load_model, resolve_device
 from sinkscope.core.tokens import adds_bos_by_default, has_bos
-from sinkscope.experiments import kv_check, kv_evict, stream_plan, streaming
+from sinkscope.experiments import kv_check, stream_plan
 from sinkscope.serving.runs import BoundedCache, RunQueue, Wait
 from sinkscope.serving.settings import Settings
 
@@ -122,7 +123,7 @@ def streaming_check_job(loaded: LoadedModel, spec: str, dtype: str) -> Job:
     whatever the visitor's text, so the warm start runs it once for every scoreboard."""
 
     def run(show: Show) -> dict[str, float]:
-        streaming.rotary_of(loaded.model)  # the streaming page's own refusal of a model it cannot re-position
+        loaded.require(Can.STREAM)  # the streaming page's own refusal of a model it cannot re-position
         return stream_plan.check(loaded, between=lambda: show(0.0, ""))
 
     return Job(spec, ("claims_streaming", dtype), run)
@@ -131,7 +132,7 @@ def streaming_check_job(loaded: LoadedModel, spec: str, dtype: str) -> Job:
 def kv_check_job(loaded: LoadedModel, spec: str, dtype: str) -> Job | None:
     """The scoreboard's KV-cache check (``kv_check.check``): one per model and dtype, made by the warm start; None
     for a model whose cache is not evicted here (its claims say "not measured" quietly)."""
-    if kv_evict.refusal(loaded) is not None:
+    if loaded.refusal(Can.EVICT_KV) is not None:
         return None
     return Job(spec, ("claims_kv", dtype), lambda show: kv_check.check(loaded, between=lambda: show(0.0, "")))
 

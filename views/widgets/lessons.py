@@ -155,7 +155,7 @@ def comparison(intact: Outcome, changed: list[tuple[Intervention, Outcome]], key
             t("lesson.col_run"): label,
             t("lesson.col_loss"): round(o.loss, 3),
             t("lesson.col_change"): round(o.loss - intact.loss, 3),
-            t("lesson.col_ppl"): round(float(np.exp(o.loss)), 2),
+            t("lesson.col_ppl"): round(o.perplexity, 2),
             t("lesson.col_sink"): round(float(np.nanmean(o.heads["sink"])), 3),
             t("lesson.col_top"): top_text(o),
         }
@@ -170,4 +170,4 @@ def comparison(intact: Outcome, changed: list[tuple[Intervention, Outcome]], key
 
 def ppl_change(intact: Outcome, changed: Outcome) -> str:
     """'12.34 → 56.78', in the language's number format."""
-    return f"{num(np.exp(intact.loss), '.2f')} → {num(np.exp(changed.loss), '.2f')}"
+    return f"{num(intact.perplexity, '.2f')} → {num(changed.perplexity, '.2f')}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import streamlit as st
+from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import Trace
 from sinkscope.core.names import POLARIZE_VARIANTS
 from sinkscope.experiments import claims, interventions, kv_quant, stream_plan
@@ -73,7 +74,7 @@ def text_runs(request: session.Request, trace: Trace) -> dict[str, cache.Job]:
     if trace.n_tokens > 2:  # a nudge needs a later prediction to move
         runs["sensitivity"] = lessons.spread_job(request, ids, 1.0)
     loaded = request.loaded
-    if not loaded.family.slow:  # its cache never reaches the quantizer: the claim says "not measured" quietly
+    if loaded.refusal(Can.QUANTIZE_KV) is None:  # a cache the quantizer never sees: the claim says "not measured"
         runs["kv"] = kv_claim_job(request, trace)
     kv_job = cache.kv_check_job(loaded, request.model, request.dtype)
     if kv_job is not None:

@@ -51,7 +51,7 @@ def content_id(text: str) -> str:
 
 
 def builtin_documents() -> list[str]:
-    from sinkscope.experiments.streaming import builtin_text
+    from sinkscope.core.texts import builtin_text
 
     text = builtin_text()
     return [text[i : i + BUILTIN_DOC_CHARS] for i in range(0, len(text) - BUILTIN_DOC_CHARS + 1, BUILTIN_DOC_CHARS)]

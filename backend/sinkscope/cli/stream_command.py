@@ -20,7 +20,9 @@ def _progress_logger(method: str) -> Callable[[list[float], int], bool]:
 
 
 def run(args: argparse.Namespace) -> None:
-    from sinkscope.experiments.streaming import builtin_text, method_cache, perplexity, streaming_nll
+    from sinkscope.core.loss import perplexity
+    from sinkscope.core.texts import builtin_text
+    from sinkscope.experiments.streaming import method_cache, streaming_nll
 
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m not in METHODS]

@@ -29,8 +29,9 @@ from transformers.models.auto.modeling_auto import (
 )
 from transformers.utils import logging as hf_logging
 
-from sinkscope.core import attention, slow
+from sinkscope.core import attention, capabilities, slow
 from sinkscope.core.bundled import BUNDLED, BundledModel, cache_root, shown_label
+from sinkscope.core.capabilities import Can
 from sinkscope.core.errors import InputError, ModelLoadError, TokenLimitError, reason_of, shortened
 from sinkscope.core.families import Family, check_supported, declared, family_of, supported_names
 from sinkscope.core.folders import check_files, check_folder, looks_local
@@ -98,6 +99,16 @@ class LoadedModel:
     def __post_init__(self) -> None:
         object.__setattr__(self, "family", find_family(self.model))
         install_residual_hooks(self.model, self.family)
+
+    def refusal(self, capability: Can) -> ModelLoadError | None:
+        """Why this model cannot do ``capability`` here (``core.capabilities``), or None."""
+        return capabilities.refusal(self, capability)
+
+    def require(self, capability: Can) -> None:
+        """Raise ``refusal(capability)``, where there is one: before an experiment runs anything."""
+        refused = self.refusal(capability)
+        if refused is not None:
+            raise refused
 
     @property
     def blocks(self) -> torch.nn.ModuleList:

@@ -12,6 +12,7 @@ import numpy as np
 
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message, times
+from sinkscope.core.loss import perplexity
 from sinkscope.core.names import DEFAULT_EPS, KIND_THRESHOLD, Kind
 from sinkscope.course.steps import Reveal, Step
 from sinkscope.experiments import cost, stream_plan
@@ -100,8 +101,8 @@ def of_break(intact: Outcome, removed: Outcome) -> Reveal:
     """How much the loss moves when every layer from ``DROP_FROM`` on loses the first key (the break page's default)."""
     change = removed.loss - intact.loss
     truth = words.loss_word(change)
-    said = Message.of("course.break.said", before=round(float(np.exp(intact.loss)), 2),
-                      after=round(float(np.exp(removed.loss)), 2), change=round(change, 2))  # fmt: skip
+    said = Message.of("course.break.said", before=round(intact.perplexity, 2),
+                      after=round(removed.perplexity, 2), change=round(change, 2))  # fmt: skip
     return Reveal(truth, (said,))
 
 
@@ -117,7 +118,7 @@ def of_streaming(ppl: Mapping[str, float]) -> Reveal:
 def of_kv(intact: Outcome, bare: np.ndarray, kept: np.ndarray, sinks: int) -> Reveal:
     """How much of what a CLAIM_BITS-bit cache loses comes back when the ``sinks`` detected sinks stay in full
     precision (``bare`` and ``kept``: per-token NLL), read with the scoreboard's RECOVERS."""
-    dense, without, with_sinks = (float(np.exp(np.mean(nll))) for nll in (intact.nll, bare, kept))
+    dense, without, with_sinks = (perplexity(nll) for nll in (intact.nll, bare, kept))
     back = won_back(dense, without, with_sinks)
     truth = "most" if back > RECOVERS else "some" if back > 0 else "none"
     said = Message.of("course.kv.said", bits=CLAIM_BITS, dense=round(dense, 1), bare=round(without, 1),

@@ -16,6 +16,7 @@ import numpy as np
 
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message, times
+from sinkscope.core.loss import perplexity
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.experiments import cost, kv_check
 from sinkscope.experiments.interventions import DROP_FROM, Outcome
@@ -25,7 +26,6 @@ from sinkscope.experiments.kv_quant import CLAIM_BITS, won_back
 from sinkscope.experiments.nudges import DIRECTIONS, QUARTERS, SPREAD, Spread
 from sinkscope.experiments.origin_claims import CORRELATES, FIRST_BLOCKS, from_origins
 from sinkscope.experiments.stream_plan import check_values
-from sinkscope.experiments.streaming import perplexity
 from sinkscope.experiments.verdicts import STATUSES, Verdict, graded
 from sinkscope.findings import words
 from sinkscope.findings.heads import sink_reading
@@ -235,7 +235,7 @@ def from_kv(intact: Outcome | None, kv: tuple[np.ndarray, np.ndarray] | None) ->
     sinks in full precision wins back over half of it."""
     if intact is None or kv is None:
         return Verdict("kv_sinks", "not_measured", None)
-    dense, bare, kept = (float(np.exp(np.mean(nll))) for nll in (intact.nll, *kv))
+    dense, bare, kept = (perplexity(nll) for nll in (intact.nll, *kv))
     hurts = bare >= LITTLE_WORSE * dense
     rescued = won_back(dense, bare, kept) > RECOVERS
     measured = _said("claims.yours.kv_sinks", bits=CLAIM_BITS, dense=round(dense, 1), bare=round(bare, 1),

@@ -20,13 +20,15 @@ import numpy as np
 import torch
 
 from sinkscope.core import attention, chunked, metrics, ranges
+from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import head_metrics, run_forward
-from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message
+from sinkscope.core.loss import perplexity
 from sinkscope.core.models import LoadedModel, ModelInfo, require_loaded
+from sinkscope.core.texts import builtin_text
 from sinkscope.core.tokens import display_token
 from sinkscope.core.writes import WriteEdit
-from sinkscope.experiments.streaming import builtin_text
 
 TOP_K = 5
 
@@ -113,8 +115,7 @@ def intervene(loaded: LoadedModel, *changes: Intervention) -> Iterator[Intervent
     other threads (other app sessions) do not. Inside another ``intervene`` block the changes compose: the
     outer block's apply first, then these (``Together``).
     """
-    if require_loaded(loaded).family.slow:  # its attention runs in the family's own code, not Sinkscope's kernel
-        raise ModelLoadError("error.slow_intervention", family=loaded.info.family)
+    require_loaded(loaded).require(Can.INTERVENE)
     for change in changes:  # checked against this model before any forward pass runs under them
         if not isinstance(change, Intervention):
             raise InputError("error.not_intervention", value=repr(change)[:60])
@@ -291,6 +292,10 @@ class Outcome:
     @property
     def loss(self) -> float:
         return float(self.nll.mean())
+
+    @property
+    def perplexity(self) -> float:
+        return perplexity(self.nll)
 
 
 def _forward(

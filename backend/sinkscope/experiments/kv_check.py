@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from sinkscope.core.models import LoadedModel
+from sinkscope.core.texts import builtin_text
 from sinkscope.experiments import kv_evict, kv_heads
-from sinkscope.experiments.streaming import builtin_text
 
 TOKENS = 128  # the cache turns over three times; the per-head map costs about half a minute on two cores
 BUDGET = 32  # 4 sinks + 28 recent tokens

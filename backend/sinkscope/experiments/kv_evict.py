@@ -22,10 +22,12 @@ import numpy as np
 import torch
 
 from sinkscope.core import attention, chunked, ranges
-from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core.capabilities import Can
+from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message
+from sinkscope.core.loss import perplexity, token_nll
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
-from sinkscope.experiments.streaming import one_cpu_thread, token_nll
+from sinkscope.experiments.streaming import one_cpu_thread
 
 POLICIES = ("window", "sinks_window", "h2o", "h2o_sinks")
 SINKS = 4  # StreamingLLM's four first tokens
@@ -120,28 +122,11 @@ class Eviction:
     first_kept: np.ndarray  # (lane,): share of (step, layer, kv head) caches, once full, that keep the first token
 
     def perplexity(self, lane: int) -> float:
-        return float(np.exp(self.nll[lane].mean())) if self.nll.shape[1] else float("nan")
+        return perplexity(self.nll[lane])
 
     def kept_share(self) -> np.ndarray:
         """(lane, token): the share of (layer, kv head) caches that keep each token at the last step."""
         return self.kept.mean(axis=(1, 2))
-
-
-def refusal(loaded: LoadedModel) -> ModelLoadError | None:
-    """Why a cache of this model cannot be evicted token by token here (nor one head restricted), or None."""
-    family = loaded.family
-    if family.slow:  # its attention runs in the family's own code
-        return ModelLoadError("error.kv_slow", family=loaded.info.family)
-    if family.attention_layers is not None or any(family.sliding_layers(loaded.model.config)):  # state, windows
-        return ModelLoadError("error.evict_model", family=family.name)
-    return None
-
-
-def require_evictable(loaded: LoadedModel) -> None:
-    """Raise ``refusal(loaded)``, where there is one."""
-    refused = refusal(loaded)
-    if refused is not None:
-        raise refused
 
 
 def evict(
@@ -150,7 +135,7 @@ def evict(
 ) -> Eviction:  # fmt: skip
     """Every policy at one ``budget``, side by side, token by token over ``ids``."""
     check_ids(require_loaded(loaded), ids)
-    require_evictable(loaded)
+    loaded.require(Can.EVICT_KV)
     ranges.check("window", budget)
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:

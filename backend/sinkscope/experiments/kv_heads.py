@@ -16,12 +16,14 @@ import numpy as np
 import torch
 
 from sinkscope.core import attention, chunked, ranges
+from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import block_call, call_block, run_forward
 from sinkscope.core.errors import ModelLoadError
 from sinkscope.core.i18n import Message
+from sinkscope.core.loss import perplexity, token_nll
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
-from sinkscope.experiments.kv_evict import SINKS, require_evictable
-from sinkscope.experiments.streaming import band_mask, dense, perplexity, token_nll
+from sinkscope.experiments.kv_evict import SINKS
+from sinkscope.experiments.streaming import band_mask, dense
 from sinkscope.findings.words import LITTLE_WORSE
 
 NEEDS_CONTEXT = 0.01  # a head needs the whole context when its sinks + window alone raise perplexity by over 1%
@@ -114,7 +116,7 @@ def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progr
     """Every head's loss change when it alone keeps sinks + window (a cache of ``budget`` tokens), layer by layer;
     ``progress`` may stop the run after any layer, keeping the layers measured."""
     check_ids(require_loaded(loaded), ids)
-    require_evictable(loaded)
+    loaded.require(Can.EVICT_KV)
     ranges.check("window", budget)
     info, model = loaded.info, loaded.model
     stream, model_nll = _dense_stream(loaded, ids)
@@ -183,7 +185,7 @@ def duo_policy(loaded: LoadedModel, ids: list[int], needs: HeadNeeds, whole: np.
     """One pass where every key-value head not kept ``whole`` (layer, kv_head) keeps only sinks + window; by
     default the whole ones are those with a query head that needs the whole context, or one not measured."""
     check_ids(require_loaded(loaded), ids)
-    require_evictable(loaded)
+    loaded.require(Can.EVICT_KV)
     info = loaded.info
     group = info.n_heads // info.n_kv_heads
     if whole is None:

@@ -16,12 +16,14 @@ import numpy as np
 import torch
 
 from sinkscope.core import attention, chunked
+from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import Trace
-from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message, times
+from sinkscope.core.loss import perplexity
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.core.names import DEFAULT_EPS
-from sinkscope.experiments.streaming import dense, perplexity
+from sinkscope.experiments.streaming import dense
 from sinkscope.findings.origins import secondary_sinks
 
 GROUP = 32  # KIVI's group: 32 tokens per key channel range, 32 channels per value range
@@ -98,8 +100,7 @@ def protected(protect: str, n_tokens: int, sinks: tuple[int, ...]) -> torch.Tens
 def quantized_nll(loaded: LoadedModel, ids: list[int], bits: int, kept: torch.Tensor, group: int = GROUP) -> np.ndarray:
     """NLL of ids[1:] when every layer's attention reads its keys and values from a ``bits``-bit cache."""
     check_ids(require_loaded(loaded), ids)
-    if loaded.family.slow:  # its attention runs in the family's own code: the quantizer would never see its cache
-        raise ModelLoadError("error.kv_slow", family=loaded.info.family)
+    loaded.require(Can.QUANTIZE_KV)
     if bits not in BITS:
         raise InputError("error.unknown_choice", name="bits", value=repr(bits), choices=", ".join(map(str, BITS)))
 

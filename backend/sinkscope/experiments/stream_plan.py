@@ -8,15 +8,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sinkscope.core.loss import perplexity
 from sinkscope.core.models import LoadedModel
-from sinkscope.experiments.streaming import (
-    MethodsProgress,
-    builtin_text,
-    method_cache,
-    perplexity,
-    stream_methods,
-    streaming_nll,
-)
+from sinkscope.core.texts import builtin_text
+from sinkscope.experiments.streaming import MethodsProgress, method_cache, stream_methods, streaming_nll
 
 ONE_PASS = ("dense", "mask-window", "mask-sinks")  # a single forward pass each: their curves show at once
 REAL_CACHE = ("window", "sinks")  # the rolling cache: both methods stream side by side as one batch

@@ -12,7 +12,6 @@ for one, because it is bound by reading the weights.
 
 from __future__ import annotations
 
-import math
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -23,13 +22,13 @@ import torch
 
 from sinkscope.core import attention, chunked, ranges
 from sinkscope.core.arrays import cache_band
-from sinkscope.core.errors import InputError, ModelLoadError
-from sinkscope.core.families import family_of
+from sinkscope.core.capabilities import Can
+from sinkscope.core.errors import InputError
+from sinkscope.core.loss import token_nll
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.core.names import STREAM_METHODS
 
 METHODS = STREAM_METHODS
-TURNABLE_ROPE = ("default", "linear", "llama3", "yarn")  # angles linear in the position: R(t - d) = R(-d) R(t)
 Progress = Callable[[list[float], int], bool]  # (NLL so far, total) -> keep going?
 LanesProgress = Callable[[np.ndarray, int], bool]  # ((lane, token) NLL so far, total) -> keep going?
 MethodsProgress = Callable[[dict[str, list[float]], int], bool]  # ({method: NLL so far}, total) -> keep going?
@@ -118,30 +117,20 @@ class Rotary:
         return torch.cat([turned * cos - rotate_half(turned) * sin, rest], dim=-1)
 
 
-def rotary_of(model: torch.nn.Module) -> Rotary:
-    """The model's rotary embedding, if streaming can re-position its cache exactly: every layer's angles grow
-    linearly with the position (a layer type may have its own frequencies: Gemma-3's local and global layers)."""
-    config, family = model.config.get_text_config(), family_of(model.config)
-    if family.found:  # its module names were found at load; its positions were not, and streaming turns them
-        raise ModelLoadError("error.streaming_found", family=family.name)
-    rope = getattr(model.base_model, "rotary_emb", None)
+def rotary_of(loaded: LoadedModel) -> Rotary:
+    """The model's rotary embedding, where streaming can re-position its cache exactly (``Can.STREAM``): every layer's
+    angles grow linearly with the position (a layer type may have its own frequencies: Gemma-3's local and global
+    layers)."""
+    loaded.require(Can.STREAM)
+    model, family = loaded.model, loaded.family
+    config, rope = model.config.get_text_config(), model.base_model.rotary_emb
     types = getattr(config, "layer_types", None) or [None] * config.num_hidden_layers
-    kinds = [_rope_kind(config, kind) for kind in types]
-    if not family.rotary or rope is None or any(kind not in TURNABLE_ROPE for kind in kinds):
-        raise ModelLoadError("error.streaming_model", model_type=family.name)
     frequencies = [rope.inv_freq if hasattr(rope, "inv_freq") else getattr(rope, f"{kind}_inv_freq") for kind in types]
     rotates = family.rope_layers(config)
     window = family.sliding_window(config)
     windows = [window if sliding else None for sliding in family.sliding_layers(config)]
     return Rotary(tuple(f.float() if turn else None for f, turn in zip(frequencies, rotates, strict=True)),
                   tuple(windows))  # fmt: skip
-
-
-def _rope_kind(config: object, layer_type: str | None) -> str:
-    """The rope type of a layer: one for the model, or one per layer type (Gemma-3's ``rope_parameters``)."""
-    parameters = getattr(config, "rope_parameters", None) or {}
-    parameters = parameters.get(layer_type, parameters) if layer_type else parameters
-    return parameters.get("rope_type", "default")
 
 
 def _stream_attention(
@@ -178,12 +167,6 @@ def _stream_attention(
     return mixed.reshape(lanes, n_heads, 1, head_dim).transpose(1, 2), None  # (lane, 1, head, head_dim)
 
 
-def token_nll(logits: torch.Tensor, targets: torch.Tensor) -> np.ndarray:
-    """Negative log-likelihood of each target under (position, vocab) logits."""
-    log_probs = torch.log_softmax(logits.float(), dim=-1)
-    return (-log_probs.gather(-1, targets[:, None])[:, 0]).cpu().numpy()
-
-
 _ONE_THREAD = threading.Lock()  # two streams' steps at once must not restore each other's thread count
 
 
@@ -212,7 +195,7 @@ def streamer(
 ) -> Iterator[tuple[Callable[[list[int]], torch.Tensor], SinkCache]]:
     """A step function feeding one token per lane through the lanes' caches -> their (lane, vocab) logits."""
     model, cache = loaded.model, SinkCache(sinks, capacity)
-    rotary = rotary_of(model)
+    rotary = rotary_of(loaded)
 
     def attend(*args: object, **kwargs: object) -> tuple[torch.Tensor, None]:
         return _stream_attention(cache, rotary, *args, **kwargs)
@@ -341,10 +324,6 @@ def recompute(loaded: LoadedModel, ids: list[int], window: int, progress: Progre
     return np.concatenate(nll)
 
 
-def perplexity(nll: np.ndarray) -> float:
-    return float(math.exp(float(np.mean(nll)))) if len(nll) else float("nan")
-
-
 def streaming_nll(
     loaded: LoadedModel, ids: list[int], method: str, sinks: int, window: int, progress: Progress | None = None
 ) -> np.ndarray:
@@ -365,13 +344,6 @@ def streaming_nll(
     if method == "mask-sinks":
         return dense(loaded, ids, cache_masks(loaded, len(ids), sinks, window))
     raise InputError("error.unknown_method", method=method, choices=", ".join(METHODS))
-
-
-def builtin_text() -> str:
-    """A long English text that ships with every Python: the pydoc topic help."""
-    from pydoc_data.topics import topics
-
-    return "\n\n".join(topics[key] for key in sorted(topics))
 
 
 def method_cache(method: str, sinks: int, window: int, n_tokens: int) -> tuple[int, int]:

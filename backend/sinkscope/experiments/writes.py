@@ -12,8 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import Trace
-from sinkscope.core.errors import InputError, ModelLoadError
+from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel, ModelInfo
 from sinkscope.core.names import DEFAULT_EPS
@@ -27,8 +28,7 @@ BUILT_KEYS = {"attention": "origins.built_by_attention", "mlp": "origins.built_b
 def check_writes(loaded: LoadedModel, layer: int) -> None:
     """An error that says why when the model's writes cannot be read (a slow or hybrid family) or ``layer`` is
     past its last block."""
-    if loaded.family.slow or not loaded.has_writes:
-        raise ModelLoadError("error.writes_unavailable", family=loaded.info.family)
+    loaded.require(Can.READ_WRITES)
     _layers_within((layer,), loaded.info.n_layers - 1)
 
 

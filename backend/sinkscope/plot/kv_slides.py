@@ -8,8 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from sinkscope.core.i18n import Text
+from sinkscope.core.loss import perplexity
 from sinkscope.experiments import kv_evict, kv_heads, kv_quant
-from sinkscope.experiments.streaming import perplexity
 from sinkscope.plot.explore_figures import fig_lines, rolling_mean
 from sinkscope.plot.kv_figures import fig_head_needs, fig_kept, fig_policy_curve
 
