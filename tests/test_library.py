@@ -72,6 +72,15 @@ def test_the_package_has_no_import_cycles() -> None:
     assert find_cycle(graph) is None, " -> ".join(find_cycle(graph))
 
 
+def test_figures_and_the_census_never_import_the_experiments() -> None:
+    """Figures read results, the census reads texts: neither pulls the experiments (and torch) in through them."""
+    graph = import_graph()
+    layers = ("sinkscope.plot", "sinkscope.census")
+    crossing = sorted(f"{module} -> {target}" for module, targets in graph.items() if module.startswith(layers)
+                      for target in targets if target.startswith("sinkscope.experiments"))  # fmt: skip
+    assert any(module.startswith("sinkscope.plot.kv_slides") for module in graph) and crossing == []
+
+
 def test_the_cycle_check_finds_a_cycle() -> None:
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
 

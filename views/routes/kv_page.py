@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 from sinkscope import plot
+from sinkscope.core import names
 from sinkscope.core.capture import Trace, analyze_ids
 from sinkscope.core.errors import SinkscopeError
 from sinkscope.core.i18n import Message
@@ -15,7 +16,7 @@ from sinkscope.core.loss import perplexity
 from sinkscope.core.texts import builtin_text
 from sinkscope.core.tokens import display_tokens
 from sinkscope.experiments import kv_evict, kv_heads, kv_quant
-from sinkscope.findings import sources
+from sinkscope.findings import sources, words
 from sinkscope.plot import kv_slides
 
 from views.frame import Context
@@ -43,7 +44,7 @@ def choices() -> tuple[tuple[int, ...], tuple[str, ...]] | None:
         cells = st.columns(2)
         bits = cells[0].multiselect(t("kv.bits"), kv_quant.BITS, default=list(SHOWN_BITS), key="kv_bits")
         protect = cells[1].multiselect(t("kv.protect"), kv_quant.PROTECTIONS, default=list(kv_quant.PROTECTIONS),
-                                       format_func=lambda p: t(kv_quant.PROTECT_KEYS[p]), key="kv_protect")  # fmt: skip
+                                       format_func=lambda p: t(names.PROTECT_KEYS[p]), key="kv_protect")  # fmt: skip
         if st.form_submit_button(t("kv.run"), type="primary") and bits and protect:
             st.session_state["kv_asked"] = (tuple(sorted(bits)), tuple(p for p in kv_quant.PROTECTIONS if p in protect))
             st.session_state.pop("kv_rows_partial", None)  # asked again: a stopped run starts over
@@ -52,7 +53,7 @@ def choices() -> tuple[tuple[int, ...], tuple[str, ...]] | None:
 
 def table(rows: list[kv_quant.KVRow]) -> None:
     dense = rows[0].perplexity
-    shown = [{t("kv.col_bits"): row.bits or t("kv.dense"), t("kv.col_protect"): t(kv_quant.PROTECT_KEYS[row.protect])
+    shown = [{t("kv.col_bits"): row.bits or t("kv.dense"), t("kv.col_protect"): t(names.PROTECT_KEYS[row.protect])
               if row.bits else "—", t("kv.col_ppl"): row.perplexity, t("kv.col_ratio"): times(row.perplexity / dense)}
              for row in rows]  # fmt: skip
     st.dataframe(local_table(pd.DataFrame(shown), 2), hide_index=True, key="kv_table")
@@ -165,12 +166,12 @@ def eviction(request: session.Request) -> None:
     if partial is not None:  # a run stopped before its end: what it measured so far
         budget, so_far = partial
         st.caption(t("kv.evict_stopped", done=so_far.shape[1], budget=budget))
-        rows = [{t("kv.col_policy"): t(kv_evict.POLICY_KEYS[p]), t("kv.col_ppl"): perplexity(so_far[lane])}
+        rows = [{t("kv.col_policy"): t(names.POLICY_KEYS[p]), t("kv.col_ppl"): perplexity(so_far[lane])}
                 for lane, p in enumerate(kv_evict.POLICIES)]  # fmt: skip
         st.dataframe(local_table(pd.DataFrame(rows), 2), hide_index=True, key="kv_partial_table")
     if found is None:
         return
-    labels = [t(kv_evict.POLICY_KEYS[p]) for p in found.policies]
+    labels = [t(names.POLICY_KEYS[p]) for p in found.policies]
     rows = [{t("kv.col_policy"): label, t("kv.col_ppl"): found.perplexity(lane),
              t("kv.col_first_kept"): percent(100 * float(found.first_kept[lane]))}
             for lane, label in enumerate(labels)]  # fmt: skip
@@ -219,7 +220,7 @@ def head_maps(needs: kv_heads.HeadNeeds, text_heads: dict | None, on: Message | 
 
 def heads(request: session.Request) -> None:
     st.subheader(t("kv.heads_heading"))
-    st.markdown(t("kv.heads_intro", sinks=kv_evict.SINKS, rise=round(100 * kv_heads.NEEDS_CONTEXT)))
+    st.markdown(t("kv.heads_intro", sinks=kv_evict.SINKS, rise=round(100 * words.NEEDS_CONTEXT)))
     cells = st.columns(2)
     n_tokens = cells[0].select_slider(t("kv.evict_tokens"), EVICT_TOKENS, value=EVICT_TOKENS[-1], key="kv_h_tokens")
     budget = cells[1].select_slider(t("kv.evict_budget"), BUDGETS, value=BUDGETS[2], key="kv_h_budget")

@@ -12,6 +12,7 @@ from pathlib import Path
 from sinkscope.cli.arguments import UsageError, ids_of, load, model_options, ranged, text_options, the_text, write_csv
 from sinkscope.core.bundled import shown_label
 from sinkscope.core.i18n import LANGUAGES
+from sinkscope.findings import words
 
 log = logging.getLogger(__name__)
 COLUMNS = ("bits", "protect", "perplexity")
@@ -105,7 +106,7 @@ def heads(loaded: object, ids: list[int], budget: int, out: Path) -> tuple:
             for (layer, head), change in np.ndenumerate(needs.change)]  # fmt: skip
     write_csv(str(out / "heads.csv"), HEAD_COLUMNS, rows)
     print(f"{int(retrieval.sum())} of {retrieval.size} heads need more than sinks + window (over "
-          f"{100 * kv_heads.NEEDS_CONTEXT:g}% perplexity each); {out / 'heads.csv'}")  # fmt: skip
+          f"{100 * words.NEEDS_CONTEXT:g}% perplexity each); {out / 'heads.csv'}")  # fmt: skip
     curve = kv_heads.policy_curve(loaded, ids, needs)
     duo = [{"order": order, "whole_kv_heads": policy.retrieval_share, "cache_kept": policy.cache_share,
             "perplexity": policy.perplexity} for order, policies in curve.items() for policy in policies]  # fmt: skip

@@ -72,3 +72,8 @@ TASK_VARIANTS: tuple[str, ...] = ("softmax", "softmax+1", "sigmoid", "linear", "
 LAB_TASKS: tuple[str, ...] = ("backcopy", "induction")  # sinkscope.lab.tasks, the default first
 COST_LENGTHS: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)  # the T of sinkscope.experiments.cost's sweep
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
+
+
+PROTECT_KEYS = {"none": "kv.protect_none", "first4": "kv.protect_first4", "sinks": "kv.protect_sinks"}  # KV lab
+POLICY_KEYS = {"window": "kv.policy_window", "sinks_window": "kv.policy_sinks_window", "h2o": "kv.policy_h2o",
+               "h2o_sinks": "kv.policy_h2o_sinks"}  # fmt: skip  # the KV lab's eviction policies

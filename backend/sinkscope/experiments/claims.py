@@ -21,7 +21,6 @@ from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.experiments import cost, kv_check
 from sinkscope.experiments.interventions import DROP_FROM, Outcome
 from sinkscope.experiments.kv_check import KVCheck
-from sinkscope.experiments.kv_heads import NEEDS_CONTEXT
 from sinkscope.experiments.kv_quant import CLAIM_BITS, won_back
 from sinkscope.experiments.nudges import DIRECTIONS, QUARTERS, SPREAD, Spread
 from sinkscope.experiments.origin_claims import CORRELATES, FIRST_BLOCKS, from_origins
@@ -29,7 +28,7 @@ from sinkscope.experiments.stream_plan import check_values
 from sinkscope.experiments.verdicts import STATUSES, Verdict, graded
 from sinkscope.findings import words
 from sinkscope.findings.heads import sink_reading
-from sinkscope.findings.words import EXPLODES, LITTLE_WORSE, READS
+from sinkscope.findings.words import EXPLODES, LITTLE_WORSE, NEEDS_CONTEXT, READS
 from sinkscope.lab.polarization import PolarizeRun
 from sinkscope.lab.toy import LEARNED, SILENT, SINK, Finding, TrainingRun, findings
 

@@ -163,10 +163,6 @@ def evict(
                     kept.cpu().numpy(), evicted.numpy(), shares)  # fmt: skip
 
 
-POLICY_KEYS = {"window": "kv.policy_window", "sinks_window": "kv.policy_sinks_window", "h2o": "kv.policy_h2o",
-               "h2o_sinks": "kv.policy_h2o_sinks"}  # fmt: skip
-
-
 def said(found: Eviction) -> Message | None:
     """How often H2O keeps the first token on its own, and what the window without it costs against the sinks."""
     lanes = {policy: lane for lane, policy in enumerate(found.policies)}

@@ -24,9 +24,8 @@ from sinkscope.core.loss import perplexity, token_nll
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.experiments.kv_evict import SINKS
 from sinkscope.experiments.streaming import band_mask, dense
-from sinkscope.findings.words import LITTLE_WORSE
+from sinkscope.findings.words import LITTLE_WORSE, NEEDS_CONTEXT
 
-NEEDS_CONTEXT = 0.01  # a head needs the whole context when its sinks + window alone raise perplexity by over 1%
 TAIL_TOLERANCE = 1e-3  # nats: the final norm and LM head applied here must give the model's own loss
 Progress = Callable[["HeadNeeds"], bool]  # the map so far (NaN where not yet measured) -> keep going?
 

@@ -22,7 +22,7 @@ from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message, times
 from sinkscope.core.loss import perplexity
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
-from sinkscope.core.names import DEFAULT_EPS
+from sinkscope.core.names import DEFAULT_EPS, PROTECT_KEYS
 from sinkscope.experiments.streaming import dense
 from sinkscope.findings.origins import secondary_sinks
 
@@ -157,9 +157,6 @@ def claim_runs(loaded: LoadedModel, trace: Trace) -> tuple[np.ndarray, np.ndarra
     """The scoreboard's evidence: the NLL of a CLAIM_BITS-bit cache with nothing, and with the sinks, kept."""
     ids, sinks = list(trace.token_ids), detected_sinks(trace)
     return tuple(quantized_nll(loaded, ids, CLAIM_BITS, protected(p, len(ids), sinks)) for p in ("none", "sinks"))
-
-
-PROTECT_KEYS = {"none": "kv.protect_none", "first4": "kv.protect_first4", "sinks": "kv.protect_sinks"}
 
 
 def said(rows: list[KVRow]) -> Message | None:

@@ -13,6 +13,7 @@ SAME_RATIO = 1.25  # two numbers within 25% of each other are "about the same"
 BARELY, A_LOT = 0.1, 1.0  # nats of loss per token: under BARELY it barely moves, over A_LOT it rises a lot
 LITTLE_WORSE = 1.1  # a perplexity ratio of at least 1.1 is "a little worse"
 EXPLODES = 2.0  # a perplexity at least twice the other "explodes"
+NEEDS_CONTEXT = 0.01  # a head "needs the whole context" when its sinks + window alone raise perplexity by over 1%
 READS = 0.5  # a sink head "reads its sink" when over half its output (value_sink) comes from the first token
 READS_NOTHING = 0.1  # ... and "reads almost nothing" from it when under a tenth does
 FLAT_SLOPE = 0.1  # a norm whose log-log slope against T is under 0.1 in size "stays about flat"
