@@ -205,7 +205,7 @@ def test_on_smollm2_the_first_tokens_sink_is_built_by_one_write_whose_removal_un
     largest term that same write."""
     trace = english(smollm2)
     built = writes.first_writes(trace)
-    part, block = built.builder
+    part, block = built.builder.part, built.builder.block
     assert built.in_channel[0 if part == "attention" else 1, block] > 0.5 * built.peak
     removed = writes.remove_write(smollm2, trace.token_ids, block, part)
     assert removed.sink_after(removed.changed) < 0.5 * removed.sink_after(removed.intact)

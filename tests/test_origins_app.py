@@ -35,7 +35,8 @@ def test_the_origins_page_finds_the_secondary_sinks_and_the_write_that_builds_th
     said = " ".join(m.value for m in at.markdown)
     found = origins.secondary_sinks(trace)
     assert f"{len(found.within)} secondary sinks on this text." in said
-    part, block = writes.first_writes(trace).builder
+    builder = writes.first_writes(trace).builder
+    part, block = builder.part, builder.block
     assert f"Block {block}'s {'MLP' if part == 'mlp' else 'attention'} builds the first token's massive" in said
     submit(at, "Remove it")
     rate = next(m for m in at.metric if m.label.startswith("Sink rate of layers"))
@@ -58,7 +59,8 @@ def test_a_sink_made_elsewhere_is_drawn_layer_by_layer(trace: Trace) -> None:
 
 def test_the_course_step_reveals_the_write_that_builds_the_sink_and_what_removing_it_does(trace: Trace) -> None:
     said = course_step("origins", "en", "english")
-    part, block = writes.first_writes(trace).builder
+    builder = writes.first_writes(trace).builder
+    part, block = builder.part, builder.block
     assert part == "mlp" and f"Block {block}'s MLP builds the first token's massive activation" in said
     assert f"the sink rate of layers {block + 1} and later falls from" in said
 

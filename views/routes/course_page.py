@@ -86,7 +86,7 @@ def origins(request: session.Request, trace: Trace) -> Shown:
     built = writes.first_writes(trace) if trace.writes is not None else None
     if built is None or built.builder is None:
         return reveals.of_origins(trace, None), None
-    change = writes.RemoveWrite(built.builder[1], built.builder[0])
+    change = built.builder
     runs = [lessons.outcome(request, trace.token_ids, c) for c in (None, change)]
     fig = plot.fig_channel_writes(built.in_channel, built.channel, lang=language())
     return reveals.of_origins(trace, writes.WriteRemoved(change, *runs, DEFAULT_EPS)), fig

@@ -58,7 +58,7 @@ def first_token(request: session.Request, trace: Trace) -> None:
 
 def removal(request: session.Request, trace: Trace, built: writes.FirstWrites) -> None:
     """Remove one block's write at position 0 and compare the later sink rate and the loss with the intact run."""
-    part, block = built.builder or ("mlp", 0)
+    part, block = (built.builder.part, built.builder.block) if built.builder else ("mlp", 0)
     st.session_state.setdefault("or_block", block)
     st.session_state.setdefault("or_part", part)
     head_picker.clamp("or_block", trace.shape[0] - 1)

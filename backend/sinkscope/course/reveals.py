@@ -90,11 +90,11 @@ def of_origins(trace: Trace, removed: WriteRemoved | None) -> Reveal:
     if built is None or built.builder is None:
         return Reveal("none", (built.said() if built is not None else Message.of("course.origins.no_writes"),))
     if removed is None:
-        return Reveal(built.builder[0], (built.said(),))
+        return Reveal(built.builder.part, (built.said(),))
     without = Message.of("course.origins.said", before=round(removed.sink_after(removed.intact), 1),
                          after=round(removed.sink_after(removed.changed), 1), layer=removed.removed.block + 1,
                          eps=removed.eps, change=round(removed.loss_change, 2))  # fmt: skip
-    return Reveal(built.builder[0], (built.said(), without))
+    return Reveal(built.builder.part, (built.said(), without))
 
 
 def of_break(intact: Outcome, removed: Outcome) -> Reveal:

@@ -68,13 +68,13 @@ class FirstWrites:
     in_channel: np.ndarray  # (part, block): each write's value in that channel (empty without one)
     peak: float  # that activation's value at its largest
     peak_layer: int  # ... in h^peak_layer
-    builder: tuple[str, int] | None  # (part, block) of the write that adds most to it, in its sign
+    builder: RemoveWrite | None  # the write that adds most to it, in its sign, as the change that removes it
 
     def said(self) -> Message:
         """Which block builds the first token's massive activation on this text, from the numbers."""
         if self.builder is None:
             return Message.of("origins.no_massive_first")
-        part, block = self.builder
+        part, block = self.builder.part, self.builder.block
         value = float(self.in_channel[PARTS.index(part), block])
         return Message.of(BUILT_KEYS[part], block=block, channel=self.channel, value=round(value),
                           peak=round(self.peak), layer=self.peak_layer)  # fmt: skip
@@ -91,7 +91,8 @@ def first_writes(trace: Trace) -> FirstWrites:
     in_channel = writes.first[:, :, channel]  # (part, block)
     signed = np.nan_to_num(in_channel * np.sign(peak), nan=-np.inf)
     part, block = np.unravel_index(np.argmax(signed), signed.shape)
-    return FirstWrites(attn, mlp, int(channel), in_channel, float(peak), int(layer), (PARTS[part], int(block)))
+    builder = RemoveWrite(int(block), PARTS[part])
+    return FirstWrites(attn, mlp, int(channel), in_channel, float(peak), int(layer), builder)
 
 
 @dataclass(frozen=True)
