@@ -16,13 +16,12 @@ test: install browser
 	$(BIN)/ruff format --check .
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -n $(JOBS)  # one torch thread each: the workers fill the cores
 
-# The contributor's loop (about a minute and a half on two cores): lint, and every test that needs no browser and no real model.
-FAST_TESTS := metrics findings capture families workers library_inputs model_folders census_table claims course export handout html_figures interventions runs \
-	streaming lab learned_sinks_app nudges origins kv kv_evict
+# The contributor's loop: lint, and every test the markers (pytest.ini) do not call bundled, browser or slow: tiny
+# models, hand-built tables, the import-cycle and no-torch guards.
 check: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/python -m pytest -q -m "not bundled" $(FAST_TESTS:%=tests/test_%.py)
+	$(BIN)/python -m pytest -q -m "not bundled and not browser and not slow"
 
 install: $(VENV)/.installed
 

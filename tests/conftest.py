@@ -2,42 +2,12 @@
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
-import torch
-from sinkscope.core import attention
 from sinkscope.core.bundled import DEFAULT_MODEL
-from sinkscope.core.models import LoadedModel, load_model, model_info
-from transformers import AutoModelForCausalLM, Gemma3TextConfig, GPT2Config, LlamaConfig
+from sinkscope.core.models import LoadedModel, load_model
 
-TINY_CONFIGS = {
-    "llama-gqa": LlamaConfig(
-        vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-    ),
-    "gpt2": GPT2Config(vocab_size=96, n_embd=64, n_layer=3, n_head=4, n_positions=512),
-    "gemma3-sliding": Gemma3TextConfig(
-        vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
-        num_key_value_heads=1, head_dim=16, sliding_window=5, max_position_embeddings=512,
-        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
-    ),
-}  # fmt: skip
-
-
-def build_tiny(name: str, implementation: str) -> torch.nn.Module:
-    """A random tiny model; the same seed gives the same weights for every attention implementation."""
-    attention.register()
-    torch.manual_seed(0)
-    config = copy.deepcopy(TINY_CONFIGS[name])  # from_config writes the implementation into its config
-    model = AutoModelForCausalLM.from_config(config, attn_implementation=implementation)
-    return model.eval().requires_grad_(False)
-
-
-def tiny_loaded(name: str) -> LoadedModel:
-    model = build_tiny(name, attention.ATTENTION_NAME)
-    return LoadedModel(model, None, model_info(model, name, name))
+from tests.tiny import TINY_CONFIGS
 
 
 @pytest.fixture(params=list(TINY_CONFIGS))
@@ -64,10 +34,13 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark the tests of the real bundled model (the ``smollm2`` fixture): ``make check`` leaves them out."""
+    """Mark the tests of the real bundled model (the ``smollm2`` fixture) and the browser tests: ``make check``
+    leaves them out."""
     for item in items:
         if "smollm2" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.bundled)
+        if "tests/browser/" in item.nodeid:
+            item.add_marker(pytest.mark.browser)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:

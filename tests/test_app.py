@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import ast
-import base64
-import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -18,13 +16,11 @@ from sinkscope.core import texts
 from sinkscope.core.names import HEAD_METRICS, TASK_VARIANTS
 from streamlit.testing.v1 import AppTest
 
-from tests.app_pages import go_to
-from tests.html_figure import html_figure
+from tests.helpers import ROOT, TIMEOUT, array, chart, go_to, html_figure
 from tests.tiny import build_word_model_dir
 from views.state import cache, session
 
-ROOT = Path(__file__).resolve().parent.parent
-TIMEOUT = 180  # the first run may dequantize the bundled model
+pytestmark = [pytest.mark.pages, pytest.mark.slow]  # see pytest.ini: which worker, and whether make check runs them
 
 
 @pytest.fixture
@@ -111,24 +107,6 @@ def test_a_model_that_cannot_be_opened_is_one_error_at_the_top_of_the_stage_and_
         assert app.main.children[0].error  # the stage's first element: above the page's title
         assert not app.metric and not app.get("plotly_chart")  # no figure of the model before
         assert app.sidebar.text_area(key="text").value  # the visitor's text stays
-
-
-def chart(app: AppTest, key: str) -> dict:
-    """The Plotly figure a chart element sends to the browser."""
-    for element in app.get("plotly_chart"):
-        spec = json.loads(element.proto.spec)
-        if element.proto.id.endswith(key) or key in element.proto.id:
-            return spec
-    raise KeyError(key)
-
-
-def array(value: object) -> np.ndarray:
-    """A Plotly data array: plain JSON lists, or the typed {dtype, bdata, shape} form Plotly 6+ sends."""
-    if isinstance(value, dict) and "bdata" in value:
-        flat = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-        shape = [int(n) for n in str(value.get("shape", flat.size)).split(",")]
-        return flat.reshape(shape)
-    return np.array(value, dtype=float)
 
 
 def url_param(app: AppTest, key: str) -> str:

@@ -16,7 +16,7 @@ from sinkscope.core.capture import analyze, analyze_ids, attention_maps
 from sinkscope.core.models import dequantized_dir
 from transformers import AutoModelForCausalLM
 
-from tests.conftest import TINY_CONFIGS, build_tiny, tiny_loaded
+from tests.tiny import TINY_CONFIGS, build_tiny, tiny_loaded
 
 N_TOKENS = 150  # spans several query chunks of the chunked attention
 

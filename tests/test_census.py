@@ -28,6 +28,8 @@ from sinkscope.core.tokens import cut_windows
 
 from tests.tiny import corpus
 
+pytestmark = pytest.mark.slow  # see pytest.ini: which worker, and whether make check runs them
+
 ray = pytest.importorskip("ray")
 LENGTHS = [16, 32]
 ONE = Cluster(workers=1)  # one actor to start per census: the tests check what the driver does

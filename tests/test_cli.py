@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import csv
-import io
 import json
 import subprocess
 import sys
@@ -13,20 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 from sinkscope import lab
-from sinkscope.cli import figure_command, main, parser
+from sinkscope.cli import figure_command, parser
+
+from tests.helpers import cli
+
+pytestmark = pytest.mark.slow  # see pytest.ini: which worker, and whether make check runs them
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def cli(*args: str) -> subprocess.CompletedProcess:
-    """``sinkscope ARGS`` in this process (no interpreter and torch start per call): exit status and output."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            status = main(list(args))
-        except SystemExit as stop:  # argparse's usage errors
-            status = stop.code
-    return subprocess.CompletedProcess(["sinkscope", *args], status, out.getvalue(), err.getvalue())
 
 
 def process(*args: str) -> subprocess.CompletedProcess:

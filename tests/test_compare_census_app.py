@@ -14,11 +14,11 @@ from sinkscope.core.capture import analyze_ids
 from sinkscope.core.metrics import sink_rate
 from streamlit.testing.v1 import AppTest
 
-from tests.app_pages import go_to
-from tests.html_figure import html_figure
-from tests.test_app import ROOT, TIMEOUT, array, chart
+from tests.helpers import ROOT, TIMEOUT, array, chart, go_to, html_figure
 from views.routes import compare_page
 from views.state import cache
+
+pytestmark = [pytest.mark.pages, pytest.mark.slow]  # see pytest.ini: which worker, and whether make check runs them
 
 SHIPPED = ROOT / "assets" / "census" / "pydoc-smollm2"
 

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # see pytest.ini: which worker, and whether make check runs them
+
 ROOT = Path(__file__).resolve().parent.parent
 HADOLINT = Path(sys.executable).parent / "hadolint"
 

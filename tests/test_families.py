@@ -35,83 +35,8 @@ from sinkscope.experiments import interventions, kv_evict, kv_quant, streaming, 
 from transformers import CONFIG_MAPPING, AutoModelForCausalLM
 from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
 
-from tests.tiny import word_tokenizer
+from tests.tiny import MATRIX, N_TOKENS, SIZES, SLOW, build, eager_run, loaded_tiny, slow_loaded, word_tokenizer
 
-SIZES = dict(
-    vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
-    num_key_value_heads=2, max_position_embeddings=512, pad_token_id=0, bos_token_id=1, eos_token_id=2,
-)  # fmt: skip
-LAYER_TYPES = ["sliding_attention", "full_attention", "sliding_attention"]
-GPT_SIZES = dict(vocab_size=96, n_embd=64, n_layer=3, n_head=4, bos_token_id=1, eos_token_id=2)
-OPT_SIZES = dict(
-    vocab_size=96, hidden_size=64, ffn_dim=128, num_hidden_layers=3, num_attention_heads=4, max_position_embeddings=512,
-    pad_token_id=0, bos_token_id=1, eos_token_id=2,
-)  # fmt: skip
-MATRIX = {
-    "llama": transformers.LlamaConfig(**SIZES),
-    "mistral": transformers.MistralConfig(**SIZES, sliding_window=7),
-    "qwen2": transformers.Qwen2Config(**SIZES),
-    "qwen3": transformers.Qwen3Config(**SIZES, head_dim=16),
-    "gemma": transformers.GemmaConfig(**SIZES, head_dim=16),
-    "gemma2": transformers.Gemma2Config(**SIZES, head_dim=16, sliding_window=7, layer_types=LAYER_TYPES),
-    "gemma3": transformers.Gemma3TextConfig(**SIZES, head_dim=16, sliding_window=7, layer_types=LAYER_TYPES),
-    "gpt2": transformers.GPT2Config(**GPT_SIZES),
-    "gpt_neox": transformers.GPTNeoXConfig(**SIZES),  # Pythia: parallel residual, a quarter of each head rotates
-    "olmo2": transformers.Olmo2Config(**SIZES),
-    "phi3": transformers.Phi3Config(**SIZES, partial_rotary_factor=0.5),
-    "smollm3": transformers.SmolLM3Config(**SIZES, no_rope_layers=[1, 1, 0]),
-    "granite": transformers.GraniteConfig(**SIZES, embedding_multiplier=3.0, attention_multiplier=0.2),
-    "gpt_oss": transformers.GptOssConfig(
-        **SIZES, head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=7, layer_types=LAYER_TYPES
-    ),
-    "gpt_oss-full": transformers.GptOssConfig(
-        **SIZES, head_dim=16, num_local_experts=4, num_experts_per_tok=2, layer_types=["full_attention"] * 3,
-    ),  # streams: no sliding windows (YaRN rotary, as gpt-oss ships)
-    "opt": transformers.OPTConfig(**OPT_SIZES, word_embed_proj_dim=64),
-    "opt-350m": transformers.OPTConfig(**OPT_SIZES, word_embed_proj_dim=32, do_layer_norm_before=False),  # post-norm
-    "phi": transformers.PhiConfig(**SIZES, partial_rotary_factor=0.5),  # phi-1, phi-2: parallel, partial rotary
-    "gptj": transformers.GPTJConfig(**GPT_SIZES, rotary_dim=8),  # interleaved rotary on the first 8 dimensions
-    "codegen": transformers.CodeGenConfig(**GPT_SIZES, rotary_dim=8),
-    "gpt_bigcode": transformers.GPTBigCodeConfig(**GPT_SIZES, multi_query=True),  # one key and value for all heads
-    "olmo3": transformers.Olmo3Config(**SIZES, sliding_window=7, layer_types=LAYER_TYPES),
-    "apertus": transformers.ApertusConfig(**SIZES),
-    # below: no record, the structure found at load (families.found)
-    "mixtral": transformers.MixtralConfig(**SIZES, num_local_experts=4, num_experts_per_tok=2),
-    "qwen2_moe": transformers.Qwen2MoeConfig(
-        **SIZES, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32
-    ),
-    "olmoe": transformers.OlmoeConfig(**SIZES, num_experts=4, num_experts_per_tok=2),
-    "cohere": transformers.CohereConfig(**SIZES),  # parallel attention and MLP, LayerNorm without bias
-    "cohere2": transformers.Cohere2Config(**SIZES, sliding_window=7, layer_types=LAYER_TYPES),
-    "stablelm": transformers.StableLmConfig(**SIZES),
-    "starcoder2": transformers.Starcoder2Config(**SIZES),
-    "glm4": transformers.Glm4Config(**SIZES, head_dim=16),  # a norm after attention as well as before it
-    "granitemoe": transformers.GraniteMoeConfig(**SIZES, num_local_experts=4, num_experts_per_tok=2),
-    "helium": transformers.HeliumConfig(**SIZES, head_dim=16),
-    "internlm3": transformers.InternLM3Config(**SIZES, head_dim=16),
-    "exaone4": transformers.Exaone4Config(**SIZES, sliding_window=7, layer_types=LAYER_TYPES),  # sliding, post-norm
-    "seed_oss": transformers.SeedOssConfig(**SIZES, head_dim=16),
-    "arcee": transformers.ArceeConfig(**SIZES),  # Llama's layout with a ReLU-squared MLP
-    "llama4_text": transformers.Llama4TextConfig(**SIZES, head_dim=16, num_local_experts=2, intermediate_size_mlp=128),
-    "hunyuan_v1_dense": transformers.HunYuanDenseV1Config(**SIZES, head_dim=16),
-}  # fmt: skip
-SLOW = {  # attention computed in the family's own code: measured from its eager weights (core.slow)
-    "bloom": transformers.BloomConfig(vocab_size=96, hidden_size=64, n_layer=3, n_head=4, bos_token_id=1,
-                                      eos_token_id=2),  # ALiBi
-    "mpt": transformers.MptConfig(vocab_size=96, d_model=64, n_layers=3, n_heads=4, max_seq_len=512),  # ALiBi
-    "falcon": transformers.FalconConfig(vocab_size=96, hidden_size=64, num_hidden_layers=3, num_attention_heads=4),
-    "falcon-40b": transformers.FalconConfig(  # groups of queries with one key and value each, its own ln_attn
-        vocab_size=96, hidden_size=64, num_hidden_layers=3, num_attention_heads=4, new_decoder_architecture=True,
-        num_kv_heads=2,
-    ),
-    "falcon-mha": transformers.FalconConfig(
-        vocab_size=96, hidden_size=64, num_hidden_layers=3, num_attention_heads=4, multi_query=False,
-    ),
-    "gpt_neo": transformers.GPTNeoConfig(
-        vocab_size=96, hidden_size=64, num_layers=3, num_heads=4, window_size=7, bos_token_id=1, eos_token_id=2,
-        attention_types=[[["global", "local"], 1], [["global"], 1]],
-    ),  # its own attention classes; local layers see their last 7 tokens
-}  # fmt: skip
 FOUND = (
     "mixtral", "qwen2_moe", "olmoe", "cohere", "cohere2", "stablelm", "starcoder2", "glm4", "granitemoe", "helium",
     "internlm3", "exaone4", "seed_oss", "arcee", "llama4_text", "hunyuan_v1_dense",
@@ -129,52 +54,11 @@ STREAMS = {
     "llama", "qwen2", "qwen3", "gemma", "gpt_neox", "olmo2", "phi3", "smollm3", "granite", "gpt_oss-full", "phi",
     "apertus", "mistral", "gemma2", "gemma3", "gpt_oss", "olmo3",  # the last five with sliding-window layers
 }  # fmt: skip
-N_TOKENS = 40
-
-
-def build(name: str, implementation: str) -> torch.nn.Module:
-    """The family's tiny model; the same seed gives the same weights for every attention implementation."""
-    attention.register()
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(copy.deepcopy(MATRIX[name]), attn_implementation=implementation)
-    if name.startswith("gpt_oss"):  # random sink logits near 0 take little: make them the size a trained model has
-        for layer in model.model.layers:
-            layer.self_attn.sinks.data = torch.linspace(-1.0, 3.0, layer.self_attn.sinks.numel())
-    return model.eval().requires_grad_(False)
-
-
-def loaded_tiny(name: str) -> LoadedModel:
-    model = build(name, attention.ATTENTION_NAME)
-    check_capture(model)
-    return LoadedModel(model, None, model_info(model, name, name))
 
 
 @pytest.fixture(scope="module")
 def ids() -> list[int]:
     return np.random.default_rng(3).integers(3, 96, size=N_TOKENS).tolist()
-
-
-def eager_run(name: str, ids: list[int]) -> tuple[object, list[torch.Tensor]]:
-    """transformers' eager output, and x^l: what each layer's attention module was given (hooked, not looked up)."""
-    model, reads = build(name, "eager"), []
-    hooks = [block.register_forward_pre_hook(_keep_input(reads), with_kwargs=True) for block in _attentions(model)]
-    with torch.no_grad():
-        output = model(torch.tensor([ids]), output_attentions=True, output_hidden_states=True)
-    for hook in hooks:
-        hook.remove()
-    return output, reads
-
-
-def _attentions(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """Each decoder block's attention module, found by its class name rather than by the adapter's lookups."""
-    return [m for m in model.modules() if type(m).__name__.endswith("Attention") and hasattr(m, "layer_idx")]
-
-
-def _keep_input(into: list[torch.Tensor]) -> object:
-    def keep(_module: object, args: tuple, kwargs: dict) -> None:
-        into.append((args[0] if args else kwargs["hidden_states"])[0])
-
-    return keep
 
 
 def mean_first_cosine(x: torch.Tensor) -> float:
@@ -447,14 +331,6 @@ def test_every_causal_lm_transformers_ships_is_measured_exactly_or_refused_in_on
     with torch.no_grad(), attention.recording(loaded.recorder()):  # the chunked kernel, not SDPA
         logits = model(torch.tensor([ids[:24]]), use_cache=False).logits
     torch.testing.assert_close(logits, expected.logits, atol=1e-4, rtol=1e-4)
-
-
-def slow_loaded(name: str) -> LoadedModel:
-    torch.manual_seed(0)
-    config = copy.deepcopy(SLOW[name])
-    model = AutoModelForCausalLM.from_config(config, attn_implementation=implementation_for(config))
-    check_capture(model.eval().requires_grad_(False))
-    return LoadedModel(model, None, model_info(model, name, name))
 
 
 @pytest.mark.parametrize("name", list(SLOW))

@@ -12,8 +12,8 @@ from sinkscope.core.tokens import analyzed_part, encode
 from sinkscope.plot import handout, slides
 from transformers import AutoTokenizer
 
-from tests.conftest import tiny_loaded
-from tests.test_app import ROOT
+from tests.helpers import ROOT
+from tests.tiny import tiny_loaded
 
 BOARD = (["claim", "verdict"], [["Sinks <b>exist</b>", "reproduces"]], "Of 1 claims: 1 reproduce here.")
 

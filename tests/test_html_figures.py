@@ -10,7 +10,7 @@ from sinkscope import plot
 from sinkscope.core.names import HEAD_METRICS
 from sinkscope.plot.html_figures import tick_step
 
-from tests.html_figure import read
+from tests.helpers import read
 
 
 def hand_built_heads() -> dict[str, np.ndarray]:

@@ -24,10 +24,10 @@ from sinkscope.experiments import interventions
 from sinkscope.experiments.claims import CLAIMS
 from streamlit.testing.v1 import AppTest
 
-from tests.app_pages import go_to
-from tests.html_figure import html_figure
-from tests.test_app import TIMEOUT, array, chart
+from tests.helpers import TIMEOUT, array, chart, go_to, html_figure
 from tests.tiny import build_tiny_model_dir
+
+pytestmark = [pytest.mark.pages, pytest.mark.slow]  # see pytest.ini: which worker, and whether make check runs them
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = "Attention sinks park spare attention on the first token."

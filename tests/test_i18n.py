@@ -14,12 +14,12 @@ from sinkscope.course import STEPS
 from sinkscope.experiments.claims import CLAIMS
 from streamlit.testing.v1 import AppTest
 
-from tests.app_pages import go_to
-from tests.html_figure import html_figure
-from tests.test_app import ROOT, TIMEOUT, chart
+from tests.helpers import ROOT, TIMEOUT, chart, go_to, html_figure
 from views import text
 from views.site import ROUTES
 from views.widgets.lab_polarization import LOSSES
+
+pytestmark = pytest.mark.pages  # see pytest.ini: which worker, and whether make check runs them
 
 CODE = [
     ROOT / "app.py",

@@ -14,7 +14,7 @@ from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.masking_utils import eager_mask
 from transformers.models.llama.modeling_llama import eager_attention_forward
 
-from tests.conftest import build_tiny, tiny_loaded
+from tests.tiny import build_tiny, tiny_loaded
 
 N_LAYERS, N_HEADS = 3, 4  # the tiny llama-gqa of conftest
 

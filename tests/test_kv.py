@@ -15,10 +15,8 @@ from sinkscope.experiments import kv_evict, kv_quant
 from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.masking_utils import eager_mask
 
-from tests.test_app import array, chart
-from tests.test_families import N_TOKENS, build, loaded_tiny, slow_loaded
-from tests.test_lessons_app import open_page, submit
-from tests.test_origins import english
+from tests.helpers import array, chart, english, open_page, submit
+from tests.tiny import N_TOKENS, build, loaded_tiny, slow_loaded
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from sinkscope.core.texts import builtin_text
 from sinkscope.experiments import kv_evict
 from sinkscope.experiments.streaming import band_mask, dense
 
-from tests.test_families import N_TOKENS, build, loaded_tiny, slow_loaded
+from tests.tiny import N_TOKENS, build, loaded_tiny, slow_loaded
 
 BUDGET = 12
 

@@ -21,9 +21,10 @@ from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.masking_utils import eager_mask
 from transformers.models.llama.modeling_llama import eager_attention_forward
 
-from tests.test_app import array, chart
-from tests.test_families import N_TOKENS, build, loaded_tiny, slow_loaded
-from tests.test_lessons_app import open_page, submit
+from tests.helpers import array, chart, open_page, submit
+from tests.tiny import N_TOKENS, build, loaded_tiny, slow_loaded
+
+pytestmark = pytest.mark.slow  # see pytest.ini: which worker, and whether make check runs them
 
 BUDGET = 12
 EDITED = "test_edited_eager"

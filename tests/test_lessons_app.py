@@ -13,24 +13,10 @@ from sinkscope.core.i18n import Text
 from sinkscope.experiments import claims, stream_plan
 from streamlit.testing.v1 import AppTest
 
-from tests.app_pages import go_to
-from tests.html_figure import html_figure
-from tests.test_app import ROOT, TIMEOUT, array, chart
+from tests.helpers import ROOT, TIMEOUT, array, chart, go_to, html_figure, open_page, submit
 from views.state import cache
 
-
-def open_page(page: str, example: str = "english") -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params.update({"example": example})
-    go_to(at, page).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def submit(at: AppTest, label: str) -> AppTest:
-    next(b for b in at.button if b.label == label).click().run()
-    assert not at.exception, at.exception
-    return at
+pytestmark = [pytest.mark.pages, pytest.mark.slow]  # see pytest.ini: which worker, and whether make check runs them
 
 
 def table(at: AppTest, column: str) -> object:

@@ -118,6 +118,7 @@ def test_docstring_examples_run(module: str) -> None:
     assert result.attempted > 0 and result.failed == 0
 
 
+@pytest.mark.slow
 def test_pip_install_gives_a_working_cli_and_api_without_the_app(tmp_path: Path) -> None:
     """``pip install ./backend`` on its own (dependencies already here), used from outside the repository."""
     target = tmp_path / "site"
@@ -155,6 +156,7 @@ def test_the_distribution_keeps_the_app_out_of_its_required_dependencies() -> No
     assert project["scripts"]["sinkscope"] == "sinkscope.cli:main"
 
 
+@pytest.mark.slow
 def test_the_quickstart_notebook_runs_headless_and_is_committed_without_outputs(tmp_path: Path) -> None:
     import nbformat
     from nbclient import NotebookClient

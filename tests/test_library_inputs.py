@@ -16,8 +16,7 @@ from sinkscope.experiments import cost, interventions, streaming
 from sinkscope.experiments.interventions import DropFirst, Perturb, ReplaceFirst, intervene, outcome
 from transformers import AutoTokenizer
 
-from tests.conftest import tiny_loaded
-from tests.tiny import build_tiny_model_dir
+from tests.tiny import build_tiny_model_dir, tiny_loaded
 
 
 @pytest.mark.parametrize("given", ["smollm2-135m", None, {"model": 1}, torch.nn.Linear(2, 2)])

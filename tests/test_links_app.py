@@ -11,9 +11,10 @@ from sinkscope.core.bundled import BundledModel
 from sinkscope.course import STEPS
 from streamlit.testing.v1 import AppTest
 
-from tests.app_pages import go_to
-from tests.test_app import ROOT, TIMEOUT
+from tests.helpers import ROOT, TIMEOUT, go_to
 from views.state import cache, session
+
+pytestmark = [pytest.mark.pages, pytest.mark.slow]  # see pytest.ini: which worker, and whether make check runs them
 
 HOSTED_BOX = 200 * 1024  # characters: the hosted default upload limit, which the box shares
 

@@ -16,9 +16,8 @@ from sinkscope.core.capture import analyze_ids
 from sinkscope.core.errors import ModelLoadError
 from sinkscope.core.models import LoadedModel, load_model, model_info
 
-from tests.conftest import build_tiny
-from tests.test_cli import cli
-from tests.tiny import build_word_model_dir
+from tests.helpers import cli
+from tests.tiny import build_tiny, build_word_model_dir
 
 
 class RunsCode:

@@ -22,8 +22,9 @@ from sinkscope.core.models import LoadedModel, load_model
 from sinkscope.core.tokens import display_tokens, encode, token_labels
 from transformers import AutoModelForCausalLM, AutoTokenizer, BertConfig, BertModel
 
-from tests.conftest import build_tiny
-from tests.tiny import build_word_model_dir
+from tests.tiny import build_tiny, build_word_model_dir
+
+pytestmark = pytest.mark.slow  # see pytest.ini: which worker, and whether make check runs them
 
 
 @pytest.fixture

@@ -10,8 +10,7 @@ import torch
 from sinkscope.core.models import load_model
 from sinkscope.experiments import interventions, nudges
 
-from tests.conftest import tiny_loaded
-from tests.tiny import build_tiny_model_dir
+from tests.tiny import build_tiny_model_dir, tiny_loaded
 
 
 def one_run_per_nudge(loaded: object, ids: list[int], size: float, directions: int) -> np.ndarray:

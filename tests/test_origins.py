@@ -3,20 +3,19 @@ removal of one write, each against transformers' own eager forward on tiny rando
 
 from __future__ import annotations
 
-import json
 import sys
 
 import numpy as np
 import pytest
 import torch
-from sinkscope.core.capture import Trace, analyze, analyze_ids
+from sinkscope.core.capture import analyze_ids
 from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.experiments import elsewhere, qk, writes
 from sinkscope.findings import origins
 
-from tests.test_families import MATRIX, N_TOKENS, build, eager_run, loaded_tiny, slow_loaded
-from tests.tiny import ROOT
+from tests.helpers import english, synthetic
+from tests.tiny import MATRIX, N_TOKENS, build, eager_run, loaded_tiny, slow_loaded
 
 
 @pytest.fixture(scope="module")
@@ -155,17 +154,6 @@ def test_writes_are_refused_with_a_reason_where_a_family_has_none(ids: list[int]
         writes.RemoveWrite(1, "norm")
 
 
-def synthetic(residual: np.ndarray, key_sink: np.ndarray) -> Trace:
-    """A Trace of hand-built states (layer + 1, token, d_model) and key_sink (layer, token)."""
-    n_layers, n_tokens = key_sink.shape
-    norms = np.linalg.norm(residual, axis=-1)
-    layers = {"first_norm_ratio": norms[:, 0] / np.median(norms, axis=1)}
-    heads = {"sink": np.zeros((n_layers, 1))}
-    tokens = tuple(f"t{i}" for i in range(n_tokens))
-    return Trace("m", tuple(range(n_tokens)), tokens, heads, layers, (), residual, np.zeros((n_layers, 1, n_tokens)),
-                 key_sink)  # fmt: skip
-
-
 def test_secondary_sinks_are_runs_of_states_aligned_with_the_first_within_raised_layers() -> None:
     """Four blocks; the first token is raised in h^1..h^3. Token 2 follows it there (3 layers, past the bounds
     rescaled to 4 layers: more than 0.4 and fewer than 2.5), token 1 only in h^2; token 3 in h^4, where the first
@@ -192,11 +180,6 @@ def test_receivers_name_the_keys_that_take_most_besides_the_first() -> None:
     assert [(r.layer, r.position) for r in origins.receivers(trace, 1, skip_first=False)] == [(0, 0)]
     said = origins.receivers(trace, 1)[0].said().text("fr")
     assert said == "'t2' en position 2 reçoit 0,30 de l'attention de la couche 0."
-
-
-def english(smollm2: object) -> Trace:
-    examples = json.loads((ROOT / "assets" / "examples.json").read_text(encoding="utf-8"))
-    return analyze(smollm2, next(e["text"] for e in examples if e["id"] == "english"))
 
 
 def test_on_smollm2_the_first_tokens_sink_is_built_by_one_write_whose_removal_undoes_it(smollm2: object) -> None:

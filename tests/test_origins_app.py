@@ -9,10 +9,9 @@ from sinkscope.course import reveals
 from sinkscope.experiments import writes
 from sinkscope.findings import origins
 
-from tests.test_app import array, chart
-from tests.test_lessons_app import open_page, submit
-from tests.test_origins import english, synthetic
-from tests.test_surfaces_app import course_step
+from tests.helpers import array, chart, course_step, english, open_page, submit, synthetic
+
+pytestmark = [pytest.mark.pages, pytest.mark.slow]  # see pytest.ini: which worker, and whether make check runs them
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from sinkscope.plot.explore_figures import rolling_mean
 from transformers import AutoModelForCausalLM, MistralConfig
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb, eager_attention_forward
 
-from tests.conftest import tiny_loaded
+from tests.tiny import tiny_loaded
 
 MISTRAL_SIZES = dict(
     vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,

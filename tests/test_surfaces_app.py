@@ -14,31 +14,14 @@ import re
 import pytest
 from sinkscope.core.capture import analyze
 from sinkscope.core.i18n import Text
-from sinkscope.course import STEPS
 from sinkscope.experiments.claims import CLAIMS
-from streamlit.testing.v1 import AppTest
 
-from tests.app_pages import go_to
-from tests.test_app import ROOT, TIMEOUT
+from tests.helpers import ROOT, course_step, opened
+
+pytestmark = [pytest.mark.pages, pytest.mark.slow]  # see pytest.ini: which worker, and whether make check runs them
 
 EXAMPLES = {e["id"]: e["text"] for e in json.loads((ROOT / "assets" / "examples.json").read_text(encoding="utf-8"))}
 CASES = [("portuguese", "pt"), ("french", "fr")]  # two texts, two languages
-
-
-def opened(page: str, lang: str, example: str, **params: str) -> AppTest:
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
-    at.query_params.update({"lang": lang, "example": example, **params})
-    go_to(at, page).run()
-    assert not at.exception, at.exception
-    return at
-
-
-def course_step(step_id: str, lang: str, example: str) -> str:
-    """The revealed step's sentences (its first choice answered), as one text."""
-    index = next(i for i, step in enumerate(STEPS) if step.id == step_id)
-    answers = ".".join([""] * index + [STEPS[index].choices[0]])
-    at = opened("course", lang, example, step=str(index + 1), answers=answers)
-    return " ".join(m.value for m in at.markdown)
 
 
 def handout(lang: str, example: str) -> str:

@@ -12,6 +12,8 @@ from sinkscope.core.models import LoadedModel
 from sinkscope.core.tokens import decode_text, display_tokens, encode, token_labels
 from sinkscope.plot import escape, fig_attention
 
+pytestmark = pytest.mark.slow  # see pytest.ini: which worker, and whether make check runs them
+
 
 @pytest.mark.parametrize(
     ("data", "message"),

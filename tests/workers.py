@@ -1,4 +1,5 @@
-"""Which tests share a pytest-xdist worker under ``pytest -n``: decided from the test's file, in the controller.
+"""Which tests share a pytest-xdist worker under ``pytest -n``: decided from the test's file and the markers its
+module declares (pytest.ini), in the controller.
 
 xdist's own ``xdist_group`` marks do not reach pytest 9's node ids (the group suffix it writes into ``_nodeid``
 is no longer read), so ``make test`` names its groups here.
@@ -6,6 +7,7 @@ is no longer read), so ``make test`` names its groups here.
 
 from __future__ import annotations
 
+import ast
 import functools
 from pathlib import Path
 
@@ -16,9 +18,13 @@ BROWSER = "tests/browser/"
 
 
 @functools.cache
-def runs_pages(test_file: Path) -> bool:
-    """Whether a test file runs pages in-process with Streamlit's AppTest."""
-    return "AppTest" in test_file.read_text(encoding="utf-8")
+def marked_pages(test_file: Path) -> bool:
+    """Whether a test module declares the ``pages`` marker (``pytestmark``): it opens the app's pages in-process.
+    The controller sees node ids only, so it reads the module's own declaration."""
+    tree = ast.parse(test_file.read_text(encoding="utf-8"))
+    declared = [node.value for node in tree.body if isinstance(node, ast.Assign)
+                and any(getattr(target, "id", None) == "pytestmark" for target in node.targets)]  # fmt: skip
+    return any(getattr(mark, "attr", None) == "pages" for value in declared for mark in ast.walk(value))
 
 
 class SharedCaches(LoadScopeScheduling):
@@ -37,4 +43,4 @@ class SharedCaches(LoadScopeScheduling):
         test_file = nodeid.split("::", 1)[0]
         if test_file.startswith(BROWSER):
             return "browser"
-        return "pages" if runs_pages(self.root / test_file) else test_file
+        return "pages" if marked_pages(self.root / test_file) else test_file

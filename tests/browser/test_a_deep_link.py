@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.layout import nav_entry
+from tests.browser.helpers import nav_entry
 from views.site import DEFAULT, ROUTES
 
 

@@ -8,12 +8,7 @@ from urllib.parse import quote
 
 from playwright.sync_api import Page, expect
 
-LOAD = 180_000  # ms: the first run may dequantize the bundled model
-
-
-def wait_for_analysis(page: Page) -> None:
-    expect(page.get_by_text("of heads").first).to_be_visible(timeout=LOAD)
-    expect(page.get_by_text("Running the model")).to_have_count(0, timeout=LOAD)
+from tests.browser.helpers import LOAD, one_head_title, open_one_head, wait_for_analysis
 
 
 def test_the_app_opens_on_the_bundled_model_and_analyzes_typed_text(page: Page, app_url: str) -> None:
@@ -31,18 +26,6 @@ def test_the_app_opens_on_the_bundled_model_and_analyzes_typed_text(page: Page, 
     n_tokens = int(count.inner_text().split()[0])
     wait_for_analysis(page)
     expect(page.get_by_text(f"T = {n_tokens})")).to_be_visible(timeout=LOAD)
-
-
-def one_head_title(page: Page) -> str:
-    chart = page.locator(".stPlotlyChart").filter(has_text=re.compile(r"Layer \d+, head \d+")).first
-    return chart.locator(".gtitle").text_content() or ""
-
-
-def open_one_head(page: Page, url: str) -> None:
-    page.goto(url)
-    wait_for_analysis(page)
-    page.get_by_role("tab", name="One head").click()
-    expect(page.get_by_text(re.compile(r"Layer \d+, head \d+")).first).to_be_visible(timeout=LOAD)
 
 
 def test_scrubbing_and_looking_past_the_sink(page: Page, app_url: str) -> None:

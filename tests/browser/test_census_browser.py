@@ -8,8 +8,7 @@ from pathlib import Path
 import pandas as pd
 from playwright.sync_api import Page, expect
 
-from tests.browser.layout import settled
-from tests.browser.test_app_browser import LOAD
+from tests.browser.helpers import LOAD, settled
 
 SHIPPED = Path(__file__).resolve().parents[2] / "assets" / "census" / "pydoc-smollm2"
 

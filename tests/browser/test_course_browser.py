@@ -12,9 +12,7 @@ from sinkscope.course import STEPS, reveals
 from sinkscope.experiments.claims import CLAIMS
 from sinkscope.plot.handout import PRINTED_PAGES
 
-from tests.browser.conftest import ARTIFACTS
-from tests.browser.layout import layout_problems, settled
-from tests.browser.test_app_browser import LOAD, wait_for_analysis
+from tests.browser.helpers import ARTIFACTS, LOAD, layout_problems, settled, wait_for_analysis
 
 SAID = {  # a sentence each step computes from the French example (the default in French: its first token is "Le")
     "map": "premier jeton, Le)",

@@ -15,9 +15,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser.conftest import ARTIFACTS, ROOT, free_port, wait_healthy
-from tests.browser.layout import nav_entry
-from tests.browser.test_app_browser import LOAD, wait_for_analysis
+from tests.browser.helpers import ARTIFACTS, LOAD, ROOT, free_port, nav_entry, wait_for_analysis, wait_healthy
 
 FIRST_MAP_SECONDS = 15  # a visitor's own head map while the warm start runs (issue 50's budget on two cores)
 WARM_LOADED = "The warm start loaded the model"

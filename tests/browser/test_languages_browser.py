@@ -8,8 +8,7 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 from sinkscope.core import i18n
 
-from tests.browser.layout import nav_entry
-from tests.browser.test_app_browser import LOAD
+from tests.browser.helpers import LOAD, nav_entry
 
 PAGES = {"": "explorer.title", "softmax": "softmax.title", "massive": "massive.title", "lab": "lab.title"}
 

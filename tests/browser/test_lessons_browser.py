@@ -7,8 +7,7 @@ import re
 from playwright.sync_api import Page, expect
 from sinkscope.experiments.claims import CLAIMS
 
-from tests.browser.layout import nav_entry
-from tests.browser.test_app_browser import LOAD, wait_for_analysis
+from tests.browser.helpers import LOAD, nav_entry, wait_for_analysis
 
 
 def test_the_softmax_page_recomputes_the_bars_from_typed_scores(page: Page, app_url: str) -> None:

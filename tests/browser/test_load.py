@@ -27,7 +27,7 @@ from sinkscope.core.models import LoadedModel
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-from tests.browser.conftest import ARTIFACTS
+from tests.browser.helpers import ARTIFACTS
 
 SESSIONS = 16
 LOAD_S = 240

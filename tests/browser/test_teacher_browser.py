@@ -8,8 +8,7 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser.layout import layout_problems, refitted, settled
-from tests.browser.test_app_browser import LOAD, open_one_head, wait_for_analysis
+from tests.browser.helpers import LOAD, layout_problems, open_one_head, refitted, settled, wait_for_analysis
 
 PAGES = ["?tab_id=map", "?tab_id=one", "?tab_id=all", "?tab_id=depth", "softmax", "reads-nothing", "massive",
          "diagonals", "break", "streaming", "lab", "claims", "metrics", "compare", "census",
