@@ -139,12 +139,16 @@ def opened(page: str, lang: str, example: str, **params: str) -> AppTest:
     return at
 
 
-def course_step(step_id: str, lang: str, example: str) -> str:
-    """The revealed step's sentences (its first choice answered), as one text."""
+def revealed(step_id: str, lang: str, example: str) -> AppTest:
+    """The course opened on a step, its first choice answered: the answer revealed."""
     index = next(i for i, step in enumerate(STEPS) if step.id == step_id)
     answers = ".".join([""] * index + [STEPS[index].choices[0]])
-    at = opened("course", lang, example, step=str(index + 1), answers=answers)
-    return " ".join(m.value for m in at.markdown)
+    return opened("course", lang, example, step=str(index + 1), answers=answers)
+
+
+def course_step(step_id: str, lang: str, example: str) -> str:
+    """The revealed step's sentences (its first choice answered), as one text."""
+    return " ".join(m.value for m in revealed(step_id, lang, example).markdown)
 
 
 def synthetic(residual: np.ndarray, key_sink: np.ndarray) -> Trace:

@@ -4,6 +4,7 @@ H2O's evictions against a hand simulation from eager queries and keys, and SmolL
 from __future__ import annotations
 
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.texts import builtin_text
 from sinkscope.experiments import kv_evict
 from sinkscope.experiments.streaming import band_mask, dense
+from sinkscope.serving.runs import RunQueue
 
 from tests.tiny import N_TOKENS, build, loaded_tiny, slow_loaded
 
@@ -98,3 +100,36 @@ def test_on_smollm2_h2o_keeps_the_first_token_without_being_told(smollm2: object
     assert found.first_kept[window] == 0 and found.first_kept[sinks_window] == 1
     assert found.first_kept[h2o] > 0.9  # heavy hitters: the sink is the heaviest
     assert found.perplexity(sinks_window) < found.perplexity(window)
+
+
+def test_an_eviction_that_lets_a_waiting_visitor_in_mid_run_never_blocks_that_visitors_own() -> None:
+    random_ids = np.random.default_rng(3).integers(3, 96, size=16).tolist()
+    """Both hold the one-thread setting: the first pauses inside it while the second evicts to its end (a lock held
+    across the pause deadlocked the KV lab's eviction against the warm start's); the count comes back after both."""
+    loaded, queue, order = loaded_tiny("llama"), RunQueue(), []
+    before, started = torch.get_num_threads(), threading.Event()
+    torch.set_num_threads(2)
+
+    def visitor(name: str) -> None:
+        def step(so_far: np.ndarray, total: int) -> bool:
+            started.set()
+            order.append(name)
+            queue.let_others_in()
+            return True
+
+        with queue.turn():
+            kv_evict.evict(loaded, random_ids[:16], 8, ("window", "h2o"), progress=step)
+
+    try:
+        first = threading.Thread(target=visitor, args=("first",))
+        first.start()
+        started.wait()
+        second = threading.Thread(target=visitor, args=("second",))
+        second.start()
+        for thread in (first, second):
+            thread.join(timeout=60)
+        assert not first.is_alive() and not second.is_alive()
+        assert order.index("second") < len(order) - order[::-1].index("first") - 1  # the second ran mid-first
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

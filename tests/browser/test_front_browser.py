@@ -3,6 +3,7 @@ served before the server's own warm start, a model that cannot load, and icons t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -15,7 +16,16 @@ from urllib.parse import quote
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
-from tests.browser.helpers import ARTIFACTS, LOAD, ROOT, free_port, nav_entry, wait_for_analysis, wait_healthy
+from tests.browser.helpers import (
+    ARTIFACTS,
+    LOAD,
+    ROOT,
+    free_port,
+    nav_entry,
+    open_one_head,
+    wait_for_analysis,
+    wait_healthy,
+)
 
 FIRST_MAP_SECONDS = 15  # a visitor's own head map while the warm start runs (issue 50's budget on two cores)
 WARM_LOADED = "The warm start loaded the model"
@@ -148,3 +158,23 @@ def test_two_visitors_asking_together_for_the_same_long_job_cost_one_run(browser
     finally:
         for visitor in visitors:
             visitor.close()
+
+
+def test_the_text_lit_by_a_query_is_picked_by_keyboard_and_stays_readable_at_500_tokens(
+    page: Page, app_url: str
+) -> None:
+    english = json.loads((ROOT / "assets" / "examples.json").read_text(encoding="utf-8"))[0]["text"]
+    open_one_head(page, f"{app_url}/?example=english&tab_id=one")
+    token = page.locator(".ss-lit [data-query='5']")
+    expect(token).to_be_visible(timeout=LOAD)
+    token.focus()
+    page.keyboard.press("Enter")
+    expect(page.locator(".ss-lit .ss-query")).to_have_attribute("data-query", "5", timeout=LOAD)
+    expect(page.get_by_text(re.compile(r"^The first token, .* takes .* of this query's attention"))).to_be_visible()
+    long_text = " ".join([english] * 9)  # about 500 tokens
+    open_one_head(page, f"{app_url}/?text={quote(long_text)}&tab_id=one")
+    lit = page.locator(".ss-lit")
+    last = page.get_by_role("slider", name=re.compile("^Query token")).get_attribute("aria-valuemax")
+    expect(lit.locator("[data-query]")).to_have_count(int(last) + 1, timeout=LOAD)  # every token of the text
+    size = lit.evaluate("box => [parseFloat(getComputedStyle(box).fontSize), box.scrollHeight > box.clientHeight]")
+    assert size[0] >= 14 and size[1]  # text-sized letters, the rest scrolled to, not shrunk

@@ -167,7 +167,18 @@ def _stream_attention(
     return mixed.reshape(lanes, n_heads, 1, head_dim).transpose(1, 2), None  # (lane, 1, head, head_dim)
 
 
-_ONE_THREAD = threading.Lock()  # two streams' steps at once must not restore each other's thread count
+@dataclass
+class _OneThread:
+    """Who runs one-token steps now: the first to come sets one torch thread, the last to leave restores the count.
+    Nobody waits here: a run that lets a waiting visitor in (``RunQueue.let_others_in``) between its steps stays
+    inside, and a lock held across that pause would block the visitor's own steps for ever."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    holders: int = 0
+    threads: int = 0  # the count to restore
+
+
+_ONE_THREAD = _OneThread()
 
 
 @contextmanager
@@ -180,13 +191,18 @@ def one_cpu_thread(device: torch.device) -> Iterator[None]:
     if device.type != "cpu":
         yield
         return
-    with _ONE_THREAD:
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            yield
-        finally:
-            torch.set_num_threads(threads)
+    with _ONE_THREAD.lock:
+        if _ONE_THREAD.holders == 0:
+            _ONE_THREAD.threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+        _ONE_THREAD.holders += 1
+    try:
+        yield
+    finally:
+        with _ONE_THREAD.lock:
+            _ONE_THREAD.holders -= 1
+            if _ONE_THREAD.holders == 0:
+                torch.set_num_threads(_ONE_THREAD.threads)
 
 
 @contextmanager
