@@ -223,6 +223,45 @@ def test_a_wait_counts_the_visitors_ahead_and_estimates_from_timed_steps() -> No
     assert waits[0].seconds is not None and waits[1].seconds > waits[0].seconds
 
 
+def test_two_callers_of_one_long_run_cost_one_run_though_it_lets_waiting_runs_in_between_its_steps() -> None:
+    """The second caller gets the turn while the first pauses between steps: it waits for that run, not runs it too;
+    a run that is stopped caches nothing, and the caller that waited for it runs it in its own turn."""
+    cache, queue, runs, started = BoundedCache(total=MIB, per_owner=MIB), RunQueue(), [], threading.Event()
+
+    def long_run() -> str:
+        runs.append(1)
+        for _ in range(20):
+            started.set()
+            time.sleep(0.005)
+            queue.let_others_in()
+        return "measured"
+
+    found = []
+    first = threading.Thread(target=lambda: found.append(cache.get_or_run("k", "a", long_run, queue)))
+    first.start()
+    started.wait()
+    second = threading.Thread(target=lambda: found.append(cache.get_or_run("k", "b", long_run, queue)))
+    second.start()
+    for thread in (first, second):
+        thread.join(timeout=10)
+    assert found == ["measured", "measured"] and len(runs) == 1 and queue.waiting == 0
+
+    def stopped() -> str:
+        started.set()
+        time.sleep(0.05)
+        raise RuntimeError("stopped")
+
+    started.clear()
+    outcome = []
+    stopper = threading.Thread(target=lambda: outcome.append(pytest.raises(RuntimeError, cache.get_or_run, "s", "a",
+                                                                          stopped, queue)))  # fmt: skip
+    stopper.start()
+    started.wait()
+    assert cache.get_or_run("s", "b", lambda: "rerun", queue) == "rerun"
+    stopper.join(timeout=10)
+    assert outcome and cache.get("s") == "rerun"
+
+
 def test_waiters_are_served_in_the_order_they_came() -> None:
     queue, served = RunQueue(), []
 

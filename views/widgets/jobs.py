@@ -99,9 +99,8 @@ def run_all(jobs: list[cache.Job], message: str) -> list[Any]:
     if all(value is not None for value in found):
         return found
     queue = cache.shared().queue(jobs[0].queue)
-    with _in_line(message, None) as (waiting, bar):
-        show = lambda share, text: bar.progress(share, text) or queue.let_others_in()  # noqa: E731
-        runs = [(job.cache_key, lambda job=job: logged(job).run(show)) for job in jobs]
+    with _in_line(message, None) as (waiting, bar):  # one turn for all: the bar moves, nobody is let in between
+        runs = [(job.cache_key, lambda job=job: logged(job).run(bar.progress)) for job in jobs]
         return results.get_or_run_all(runs, owner(), queue, on_wait=waiting)
 
 

@@ -150,6 +150,7 @@ class BoundedCache:
     def __init__(self, total: int, per_owner: int) -> None:
         self.total, self.per_owner = total, per_owner
         self._entries: OrderedDict[Hashable, tuple[Hashable, Any, int]] = OrderedDict()  # key -> (owner, value, size)
+        self._running: dict[Hashable, threading.Event] = {}  # key -> set when the run computing it ends
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -185,16 +186,42 @@ class BoundedCache:
             held -= self._entries.pop(key)[2]
 
     def get_or_run(self, key: Hashable, owner: Hashable, run: Callable[[], Any], queue: RunQueue, **turn: Any) -> Any:
-        """The cached value, or ``run()`` under the queue (checking again once it is this caller's turn)."""
-        found = self.get(key)
-        if found is not None:
-            return found
-        with queue.turn(**turn):
+        """The cached value, or ``run()`` under the queue, once for every caller: checked again once it is this
+        caller's turn, and a caller whose key another one is computing (paused between its steps, which let waiting
+        runs in) waits for that run outside the queue instead of running it too. A run that raises (stopped,
+        failed) caches nothing, and whoever waited for it runs it in their own turn."""
+        while True:
             found = self.get(key)
-            if found is None:
-                found = run()
-                self.put(key, found, owner)
-        return found
+            if found is not None:
+                return found
+            with self._lock:
+                running = self._running.get(key)
+            if running is not None:
+                running.wait()
+                continue
+            with queue.turn(**turn):
+                found, done = self._claim(key)
+                if done is None:  # cached or claimed between the two checks: look again
+                    continue
+                try:
+                    found = run()
+                    self.put(key, found, owner)
+                    return found
+                finally:
+                    with self._lock:
+                        del self._running[key]
+                    done.set()
+
+    def _claim(self, key: Hashable) -> tuple[Any, threading.Event | None]:
+        """(the cached value, None), (None, None) if another caller computes it, else (None, the event this caller
+        sets when its run ends)."""
+        with self._lock:
+            if key in self._entries:
+                return self._entries[key][1], None
+            if key in self._running:
+                return None, None
+            done = self._running[key] = threading.Event()
+            return None, done
 
     def get_or_run_all(
         self, runs: list[tuple[Hashable, Callable[[], Any]]], owner: Hashable, queue: RunQueue, **turn: Any
