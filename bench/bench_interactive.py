@@ -38,8 +38,7 @@ from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
 from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, wait_healthy  # noqa: E402
-from tests.browser.layout import settled  # noqa: E402
+from tests.browser.helpers import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, settled, wait_healthy  # noqa: E402
 
 WAIT = 180_000  # ms: nothing here should take this long; a timeout is a failure (named by its wait), not a number
 HEAD_MAP = ".ss-head-map figcaption"

@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_interactive import class_of_own_texts, paragraph, protocol_visit, server, summary  # noqa: E402
-from tests.browser.conftest import ROOT  # noqa: E402
+from tests.browser.helpers import ROOT  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -25,8 +25,8 @@ import psutil  # noqa: E402
 from playwright.sync_api import Browser, Page, expect, sync_playwright  # noqa: E402
 
 from bench.bench_interactive import server  # noqa: E402
-from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
-from tests.test_census_table import many_rows  # noqa: E402
+from tests.browser.helpers import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
+from tests.helpers import many_rows  # noqa: E402
 
 GB = 1024**3
 SOURCE = "Census"  # the source picker, which opens on the shipped census

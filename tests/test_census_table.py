@@ -15,40 +15,15 @@ import pytest
 from sinkscope.census.files import read_heads
 from sinkscope.census.table import Limits
 from sinkscope.core.errors import InputError
-from sinkscope.core.names import HEAD_METRICS
+
+from tests.helpers import heads_table, many_rows
 
 HOSTED = Limits(rows=300_000, decoded_bytes=64 << 20)
-
-
-def heads_table(rows: int = 540) -> pd.DataFrame:
-    """Two windows of a 30 x 9 model, as a census writes them."""
-    rng = np.random.default_rng(0)
-    table = pd.DataFrame({
-        "model": "smollm2-135m", "length": 128, "doc_id": np.repeat(["a", "b"], rows // 2), "start": 0,
-        "layer": np.tile(np.repeat(np.arange(30), 9), 2)[:rows], "head": np.tile(np.arange(9), rows // 9)[:rows],
-        **{metric: rng.random(rows) for metric in HEAD_METRICS}, "kind": "sink",
-    })  # fmt: skip
-    return table
 
 
 def parquet(table: pd.DataFrame) -> bytes:
     buffer = io.BytesIO()
     table.to_parquet(buffer)
-    return buffer.getvalue()
-
-
-def many_rows(n_rows: int, group: int = 1_000_000) -> bytes:
-    """A heads table of n_rows constant rows, in row groups of ``group``: kilobytes of Parquet (the hostile
-    upload of the issue), built a row group at a time."""
-    first = heads_table().iloc[0]
-    text = lambda value: pa.DictionaryArray.from_arrays(np.zeros(group, np.int8), [value])  # noqa: E731
-    columns = {name: text(first[name]) if isinstance(first[name], str) else pa.array(np.full(group, first[name]))
-               for name in heads_table().columns}  # fmt: skip
-    chunk = pa.table(columns)
-    buffer = io.BytesIO()
-    with pq.ParquetWriter(buffer, chunk.schema, compression="zstd", max_rows_per_page=group) as writer:
-        for _ in range(n_rows // group):
-            writer.write_table(chunk)
     return buffer.getvalue()
 
 

@@ -10,17 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.helpers import ARTIFACTS, ROOT, free_port, wait_healthy
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--no-first-run",
-]
+from tests.browser.helpers import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, wait_healthy
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,15 @@ from playwright.sync_api import Locator, Page, expect
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-results"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 LOAD = 180_000  # ms: the first run may dequantize the bundled model
 PROBLEMS_JS = (Path(__file__).parent / "layout.js").read_text(encoding="utf-8")
 CHARTS_DRAWN = """() => [...document.querySelectorAll(".stPlotlyChart")]
