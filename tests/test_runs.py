@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -37,6 +38,15 @@ def test_the_queue_runs_one_at_a_time_and_tells_waiters_their_place() -> None:
 
 
 MIB = 2**20
+
+
+def together(*work: Callable[[], None]) -> None:
+    """Start each function on a thread of its own, and wait for them all."""
+    threads = [threading.Thread(target=function) for function in work]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
 
 
 def one_mib() -> np.ndarray:
@@ -125,11 +135,7 @@ def test_a_long_job_lets_a_short_run_in_between_its_steps() -> None:
         with queue.turn():
             order.append("short")
 
-    threads = [threading.Thread(target=long_job), threading.Thread(target=short_run)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    together(long_job, short_run)
     assert order.index("short") <= 3 and len(order) == 21 and queue.waiting == 0
     with queue.turn():
         queue.let_others_in()  # nobody waits: the holder goes straight on
@@ -158,11 +164,7 @@ def test_a_visitor_goes_before_the_servers_background_work_and_is_told_so() -> N
             order.append("visitor")
             assert not warmed.is_set()
 
-    threads = [threading.Thread(target=warm_start), threading.Thread(target=visitor)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    together(warm_start, visitor)
     assert order.index("visitor") <= 5 and len(order) == 31 and queue.waiting == 0
     [wait] = waits
     assert wait.server and wait.visitors == 0 and wait.seconds is not None and 0 <= wait.seconds < 0.5
