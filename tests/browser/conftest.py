@@ -14,13 +14,18 @@ from tests.browser.helpers import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, ROOT, free
 
 
 @pytest.fixture(scope="session")
-def app_server() -> Iterator[tuple[str, subprocess.Popen]]:
+def app_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The served app's log (outside test-results/, which pytest-playwright empties when its session starts)."""
+    return tmp_path_factory.mktemp("server") / "streamlit.log"
+
+
+@pytest.fixture(scope="session")
+def app_server(app_log: Path) -> Iterator[tuple[str, subprocess.Popen]]:
     """A ``streamlit run serve.py`` on a free loopback port: (its URL, its process)."""
     port = free_port()
     command = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
     command += ["--server.address", "127.0.0.1"]
-    ARTIFACTS.mkdir(exist_ok=True)
-    log = (ARTIFACTS / f"streamlit-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.log").open("w")
+    log = app_log.open("w")
     process = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy())
     url = f"http://127.0.0.1:{port}"
     try:

@@ -17,7 +17,6 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from tests.browser.helpers import (
-    ARTIFACTS,
     LOAD,
     ROOT,
     free_port,
@@ -93,11 +92,9 @@ def test_a_hub_model_that_cannot_load_shows_its_error_first_and_no_stale_maps(pa
 
 
 @pytest.fixture
-def fresh_server() -> Iterator[tuple[str, Path]]:
+def fresh_server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A server of its own, started for this test, so its warm start is still running: (its URL, its log)."""
-    port = free_port()
-    log = ARTIFACTS / f"streamlit-warm-{port}.log"
-    ARTIFACTS.mkdir(exist_ok=True)
+    port, log = free_port(), tmp_path / "streamlit.log"
     command = [sys.executable, "-m", "streamlit", "run", "serve.py", "--server.port", str(port)]
     with log.open("w") as out:
         process = subprocess.Popen(command + ["--server.address", "127.0.0.1"], cwd=ROOT, stdout=out,
@@ -141,13 +138,14 @@ def slide_to(page: Page, name: str, value: str) -> None:
     expect(slider).to_have_attribute("aria-valuetext", value)
 
 
-def runs_logged(what: str) -> int:
-    """How many times the session's server has run ``what`` (its log names every job it runs)."""
-    log = ARTIFACTS / f"streamlit-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.log"
+def runs_logged(log: Path, what: str) -> int:
+    """How many times the server has run ``what`` (its log names every job it runs)."""
     return log.read_text(encoding="utf-8").count(f"Ran {what} on ")
 
 
-def test_two_visitors_asking_together_for_the_same_long_job_cost_one_run(browser: Browser, app_url: str) -> None:
+def test_two_visitors_asking_together_for_the_same_long_job_cost_one_run(
+    browser: Browser, app_url: str, app_log: Path
+) -> None:
     """Two visitors ask for the KV lab's eviction of the same text at the same size at once: one run, both served."""
     visitors = [browser.new_context(viewport={"width": 1400, "height": 1000}) for _ in range(2)]
     try:
@@ -156,12 +154,12 @@ def test_two_visitors_asking_together_for_the_same_long_job_cost_one_run(browser
             page.goto(f"{app_url}/kv?example=english")
             slide_to(page, "tokens of text", "128")
             slide_to(page, "cache size (tokens)", "16")
-        before = runs_logged("kv_evict")
+        before = runs_logged(app_log, "kv_evict")
         for page in pages:
             page.get_by_role("button", name="Run the four policies").click()
         for page in pages:
             expect(page.get_by_text("With a cache of 16 tokens").first).to_be_visible(timeout=LOAD)
-        assert runs_logged("kv_evict") - before == 1
+        assert runs_logged(app_log, "kv_evict") - before == 1
     finally:
         for visitor in visitors:
             visitor.close()
