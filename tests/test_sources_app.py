@@ -48,7 +48,7 @@ def test_every_figure_not_on_the_visitors_text_names_what_it_is_computed_on(page
     assert sorted(lines(at)) == sorted(said(message) for message in OFF_TEXT[page])
 
 
-@pytest.mark.parametrize("page", ["explorer", "reads-nothing", "massive", "origins", "break", "claims"])
+@pytest.mark.parametrize("page", ["explorer", "reads-nothing", "massive", "origins"])
 def test_a_page_computed_on_the_visitors_text_claims_no_other_source(page: str) -> None:
     assert lines(opened(page, "en", "english")) == []
 
