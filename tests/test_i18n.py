@@ -311,3 +311,11 @@ def test_numbers_written_from_a_parsed_pattern_equal_babels_own(lang: str) -> No
     for value in (0.0, 1234567.891, -0.0004, 12.5, 3e9, 0.1234, 7):
         for pattern in ("#,##0", "#,##0.00", "#,##0.######"):
             assert i18n.decimal(value, pattern, lang) == format_decimal(value, pattern, locale=lang)
+
+
+@pytest.mark.parametrize("code", list(i18n.LANGUAGES))
+def test_no_catalogue_text_needs_an_emoji_font(code: str) -> None:
+    """A browser without an emoji font draws an emoji as an empty box (seen in Chromium here, on the scoreboard's
+    verdicts and in the printed handout): marks are text glyphs (✓, ⚠) and icons are Streamlit's Material ones."""
+    emoji = re.compile("[\U0001f000-\U0001faff\ufe0f\u2705\u274c]")
+    assert [key for key, text in i18n.catalogue(code).items() if emoji.search(text)] == []

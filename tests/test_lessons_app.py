@@ -206,8 +206,8 @@ def test_every_lesson_handles_a_one_token_text_without_a_traceback(page: str) ->
             assert any("at least two tokens" in m or m.startswith("No sink heads") for m in said), said
 
 
-VERDICT_WORDS = {"en": ("claim", "verdict", "✅ reproduces"), "fr": ("affirmation", "verdict", "✅ se reproduit"),
-                 "pt": ("afirmação", "veredicto", "✅ reproduz")}  # fmt: skip
+VERDICT_WORDS = {"en": ("claim", "verdict", "✓ reproduces"), "fr": ("affirmation", "verdict", "✓ se reproduit"),
+                 "pt": ("afirmação", "veredicto", "✓ reproduz")}  # fmt: skip
 
 
 @pytest.mark.parametrize("lang", ["en", "fr", "pt"])
