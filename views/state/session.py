@@ -1,4 +1,4 @@
-"""What one browser session is: its settings, its request and analysis, its language, and how its widgets outlive a page."""
+"""What one browser session is: its settings, its request and analysis, its language, how its widgets outlive a page."""
 
 from __future__ import annotations
 
