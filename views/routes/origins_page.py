@@ -52,6 +52,7 @@ def first_token(request: session.Request, trace: Trace) -> None:
     charts.show(plot.fig_first_writes(built.attn_write, built.mlp_write, lang=language()), "or_writes", left)
     if built.channel is not None:
         charts.show(plot.fig_channel_writes(built.in_channel, built.channel, lang=language()), "or_channel", right)
+    st.markdown(say(origins.sink_phases(trace).said()))  # where the sink appears, then which write makes the activation
     st.markdown(say(built.said()))
     removal(request, trace, built)
 

@@ -1,4 +1,4 @@
-"""Lesson 2: the sink reads nothing. Attending to it is how a head switches itself off."""
+"""Lesson 2: does a sink head read its sink? The sink heads counted by how much of their output comes from it."""
 
 import numpy as np
 import streamlit as st
@@ -106,5 +106,5 @@ def show(request: session.Request, trace: Trace) -> None:
 
 
 def page(context: Context) -> None:
-    """Lesson 2: the sink reads nothing. Attending to it is how a head switches itself off."""
+    """Lesson 2: does a sink head read its sink? The sink heads counted by how much of their output comes from it."""
     lessons.lesson(context, ("reads.title", "reads.intro"), show)

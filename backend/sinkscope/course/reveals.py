@@ -22,6 +22,7 @@ from sinkscope.experiments.kv_quant import CLAIM_BITS, won_back
 from sinkscope.experiments.writes import WriteRemoved, first_writes
 from sinkscope.findings import heads as head_findings
 from sinkscope.findings import residual, words
+from sinkscope.findings.origins import sink_phases
 
 KIND_CHOICE = {Kind.SINK: "first", Kind.PREVIOUS_TOKEN: "previous", Kind.DIAGONAL: "itself", Kind.MIXED: "spread"}
 SHARE_SAID = {"most": "course.claims.share_most", "half": "course.claims.share_half", "few": "course.claims.share_few"}
@@ -48,7 +49,8 @@ def of_map(trace: Trace) -> Reveal:
     said = Message.of("course.map.said", heads=kinds.size, token=trace.tokens[0], sink=shares[Kind.SINK],
                       diagonal=shares[Kind.DIAGONAL], previous=shares[Kind.PREVIOUS_TOKEN],
                       mixed=shares[Kind.MIXED], threshold=KIND_THRESHOLD)  # fmt: skip
-    rate = Message.of("course.map.rate", rate=round(trace.sink_rate(), 1), n=trace.n_tokens, eps=DEFAULT_EPS)
+    rate = Message.of("course.map.rate", rate=round(trace.sink_rate(), 1), n=trace.n_tokens, eps=DEFAULT_EPS,
+                      threshold=KIND_THRESHOLD)  # fmt: skip
     return Reveal(truth, (said, rate))
 
 
@@ -85,16 +87,18 @@ def of_massive(trace: Trace) -> Reveal:
 
 
 def of_origins(trace: Trace, removed: WriteRemoved | None) -> Reveal:
-    """Which write builds the first token's largest massive activation, and what the sink does without it."""
+    """Where the sink appears (its phases, and whether the massive activation comes first), which write builds the
+    first token's largest massive activation, and what the sink does without it."""
+    phases = sink_phases(trace).said()
     built = first_writes(trace) if trace.writes is not None else None
     if built is None or built.builder is None:
-        return Reveal("none", (built.said() if built is not None else Message.of("course.origins.no_writes"),))
+        return Reveal("none", (phases, built.said() if built is not None else Message.of("course.origins.no_writes")))
     if removed is None:
-        return Reveal(built.builder.part, (built.said(),))
+        return Reveal(built.builder.part, (phases, built.said()))
     without = Message.of("course.origins.said", before=round(removed.sink_after(removed.intact), 1),
                          after=round(removed.sink_after(removed.changed), 1), layer=removed.removed.block + 1,
                          eps=removed.eps, change=round(removed.loss_change, 2))  # fmt: skip
-    return Reveal(built.builder.part, (built.said(), without))
+    return Reveal(built.builder.part, (phases, built.said(), without))
 
 
 def of_break(intact: Outcome, removed: Outcome) -> Reveal:

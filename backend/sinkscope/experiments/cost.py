@@ -28,7 +28,7 @@ LENGTHS = COST_LENGTHS
 PATTERNS = ("sink", "diagonal")
 GEOMETRIES = ("aligned", "random")
 SAYS_KEYS = {"sink": "cost.says_cheaper", "diagonal": "cost.says_dearer", "same": "cost.says_same"}
-GROWTH_KEYS = {"flat": "cost.flat", "grows": "cost.grows", "falls": "cost.falls"}
+GROWTH_KEYS = {"flat": "cost.flat", "varies": "cost.varies", "grows": "cost.grows", "falls": "cost.falls"}
 
 
 def embeddings(n_tokens: int, dim: int, geometry: str, seed: int = 0, noise: float = 0.5) -> torch.Tensor:
@@ -157,7 +157,8 @@ def growth(result: dict[str, object], geometry: str, pattern: str) -> Message:
                     if (p["geometry"], p["pattern"]) == (geometry, pattern) and p["norm"] is not None)  # fmt: skip
     (first, start), (last, end) = points[0], points[-1]
     peak, top = max(points, key=lambda point: point[1])
-    return Message.of(GROWTH_KEYS[words.growth_word(slope)], slope=round(slope, 2), first=first, start=round(start, 1),
+    word = words.growth_word(slope, min(norm for _, norm in points), top)
+    return Message.of(GROWTH_KEYS[word], slope=round(slope, 2), first=first, start=round(start, 1),
                       last=last, end=round(end, 1), peak=peak, top=round(top, 1))  # fmt: skip
 
 

@@ -8,9 +8,8 @@ import numpy as np
 
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message
-from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.experiments.verdicts import Verdict, graded
-from sinkscope.findings.origins import SecondarySink, secondary_sinks
+from sinkscope.findings.origins import SecondarySink, secondary_sinks, sink_phases
 
 FIRST_BLOCKS = 2  # the paper's "first two blocks": a sink that layer 2 already reads was built by blocks 0 and 1
 DEPTH_SHARE = 1 / 4  # "early" for the partial verdict: a sink first read within the first quarter of depth
@@ -45,16 +44,14 @@ def secondary_claim(trace: Trace) -> Verdict:
 
 
 def built_early(trace: Trace) -> Verdict:
-    """The first layer whose mean sink passes eps reads a state built by the first two blocks (reproduces), within
-    the first quarter of depth (partly), or later (differs)."""
-    per_layer = trace.key_sink[:, 0]  # (layer,): each layer's mean sink
-    sinking = np.flatnonzero(np.nan_to_num(per_layer) > DEFAULT_EPS)
-    if not sinking.size:
+    """The first layer that sinks (``sink_phases``) reads a state built by the first two blocks (reproduces), within
+    the first quarter of depth (partly), or later (differs); the measurement names every phase of the sink."""
+    phases = sink_phases(trace)
+    if phases.onset is None:
         return Verdict("sink_built_early", "not_measured", None, None, Message.of("claims.why.no_sink_layer"))
-    layer = int(sinking[0])
+    layer, per_layer = phases.onset, trace.key_sink[:, 0]  # (layer,): each layer's mean sink
     early = layer <= len(per_layer) * DEPTH_SHARE
-    share = round(float(per_layer[layer]), 2)
-    measured = Message.of("claims.yours.built_early", layer=layer, eps=DEFAULT_EPS, share=share, last=layer - 1)
+    measured = phases.said()
     evidence = Message.of("claims.evidence.built_early", layers=len(per_layer), heads=trace.shape[1])
     quarter = int(len(per_layer) * DEPTH_SHARE)
     why = Message.of("claims.why.built_early", layer=layer, blocks=FIRST_BLOCKS, quarter=quarter)

@@ -12,6 +12,7 @@ import numpy as np
 
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message
+from sinkscope.core.names import DEFAULT_EPS
 
 SINK_LIKE = 0.9  # |cos(h^l[j], h^l[0])| over this: token j's state is sink-like in layer l
 RAISED = 2.0  # the first token's norm is raised in h^l when first_norm_ratio is over this (twice the median token's)
@@ -87,6 +88,42 @@ class Secondary:
         return Message.of("origins.secondary", n=len(self.within), token=repr(best.token), position=best.position,
                           first=best.first, last=best.last, lifetime=best.lifetime, share=round(best.key_sink, 2),
                           low=round(low, 1), high=round(high, 1), spans=spans, like=SINK_LIKE)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SinkPhases:
+    """Where the first token is a sink, layer by layer: every run of layers whose mean sink passes eps, and where
+    the first token's largest massive activation first appears (``h^massive_from``), to say which comes first."""
+
+    phases: tuple[tuple[int, int], ...]  # (first, last) layers of each run with a mean sink above eps
+    massive_from: int | None  # the first h^l with a massive activation on the first token; None: there is none
+
+    @property
+    def onset(self) -> int | None:
+        """The first layer that sinks: it reads h^onset, which blocks 0 .. onset - 1 built."""
+        return self.phases[0][0] if self.phases else None
+
+    def said(self) -> Message:
+        """Where the sink appears, in phases, and whether the massive activation comes before or after it."""
+        if self.onset is None:
+            return Message.of("origins.phases_none", eps=DEFAULT_EPS)
+        spans = ", ".join(f"{first}–{last}" if last > first else str(first) for first, last in self.phases)
+        if self.massive_from is None:
+            key = "origins.phases_no_massive"
+        else:
+            key = "origins.phases_massive_later" if self.massive_from > self.onset else "origins.phases_massive_first"
+        built = (Message.of("origins.built_blocks", n=self.onset, last=self.onset - 1) if self.onset
+                 else Message.of("origins.built_embeddings"))  # fmt: skip
+        return Message.of(key, onset=self.onset, built=built, spans=spans, eps=DEFAULT_EPS,
+                          massive=self.massive_from if self.massive_from is not None else -1)  # fmt: skip
+
+
+def sink_phases(trace: Trace) -> SinkPhases:
+    """The layers where the first token is a sink (mean ``sink`` over the layer's heads above eps, as the sink
+    rate reads a head), and the first state that holds its massive activation (``trace.massive``)."""
+    per_layer = np.nan_to_num(np.asarray(trace.key_sink[:, 0], dtype=np.float64))  # (layer,): each layer's mean sink
+    on_first = [layer for layer, token, _, _ in trace.massive if token == 0]
+    return SinkPhases(tuple(_runs(per_layer > DEFAULT_EPS)), min(on_first) if on_first else None)
 
 
 def lifetime_bounds(n_layers: int) -> tuple[float, float]:

@@ -7,6 +7,10 @@ number with a literal of its own.
 
 from __future__ import annotations
 
+from sinkscope.core import names
+
+SINK_HEAD = names.KIND_THRESHOLD  # a "sink head": its largest score is the first token's weight, at least 0.5
+SINK_RATE_EPS = names.DEFAULT_EPS  # "the sink rate" (Gu et al.): the share of heads over 0.3, never "sink heads"
 MOST = 1 / 2  # "most": more than half
 FEW = 1 / 3  # "few": under a third; between FEW and MOST (both included) is "about half"
 SAME_RATIO = 1.25  # two numbers within 25% of each other are "about the same"
@@ -16,7 +20,8 @@ EXPLODES = 2.0  # a perplexity at least twice the other "explodes"
 NEEDS_CONTEXT = 0.01  # a head "needs the whole context" when its sinks + window alone raise perplexity by over 1%
 READS = 0.5  # a sink head "reads its sink" when over half its output (value_sink) comes from the first token
 READS_NOTHING = 0.1  # ... and "reads almost nothing" from it when under a tenth does
-FLAT_SLOPE = 0.1  # a norm whose log-log slope against T is under 0.1 in size "stays about flat"
+FLAT_SLOPE = 0.1  # a norm whose log-log slope against T is under 0.1 in size "stays about flat" ...
+FLAT_RANGE = 2.0  # ... if its largest value is also at most twice its smallest; a wider range with no trend "varies"
 HUGE = 100.0  # an activation is "huge" when it is at least 100 times its layer's median |h|
 
 
@@ -43,8 +48,9 @@ def compare(a: float, b: float, larger: str, smaller: str) -> str:
     return smaller if b > SAME_RATIO * a else "same"
 
 
-def growth_word(slope: float) -> str:
-    """How a norm that follows T with this log-log slope reads: "flat", "grows" or "falls"."""
+def growth_word(slope: float, smallest: float, largest: float) -> str:
+    """How a norm that follows T with this log-log slope, between ``smallest`` and ``largest``, reads: "flat",
+    "varies" (no trend, yet a wide range), "grows" or "falls"."""
     if abs(slope) < FLAT_SLOPE:
-        return "flat"
+        return "flat" if largest <= FLAT_RANGE * smallest else "varies"
     return "grows" if slope > 0 else "falls"

@@ -18,7 +18,7 @@ from markdown_it import MarkdownIt
 from PIL import Image
 
 from sinkscope.core.i18n import Text
-from sinkscope.core.names import DEFAULT_EPS
+from sinkscope.core.names import DEFAULT_EPS, KIND_THRESHOLD
 from sinkscope.core.tokens import visible
 from sinkscope.plot.html_figures import FIGURES_CSS, head_map_html, kind_counts_html
 from sinkscope.plot.slides import TITLES, Head
@@ -110,7 +110,8 @@ def handout_html(
 <blockquote>{html.escape(visible(text))}</blockquote>
 {f'<p class="meta">{html.escape(tr("handout.cut", n=trace.n_tokens))}</p>' if cut else ""}
 <h2>{html.escape(tr("handout.rate_heading"))}</h2>
-<p>{html.escape(tr("handout.rate", rate=round(trace.sink_rate(), 1), n=trace.n_tokens, eps=DEFAULT_EPS))}</p>
+<p>{html.escape(tr("handout.rate", rate=round(trace.sink_rate(), 1), n=trace.n_tokens, eps=DEFAULT_EPS,
+                                threshold=KIND_THRESHOLD))}</p>
 <div class="overview">{head_map_html(trace.heads, "sink", lang=lang)}
 {kind_counts_html(trace.heads["kind"], lang=lang)}</div>
 <h2>{html.escape(tr("handout.heads_heading"))}</h2>

@@ -1,0 +1,91 @@
+"""Issue 51: a sentence never tells another story than the numbers beside it (hand-built inputs, no model).
+
+Each test names the contradiction it guards against, as a French lecturer found it on SmolLM2's default example.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sinkscope.core.capture import Trace
+from sinkscope.core.i18n import LANGUAGES, Text, catalogue
+from sinkscope.core.names import DEFAULT_EPS, KIND_THRESHOLD
+from sinkscope.course import reveals
+from sinkscope.experiments import origin_claims
+from sinkscope.findings import heads, origins
+
+from tests.helpers import ROOT
+
+
+def layered(layer_sinks: list[float], massive_layer: int | None) -> Trace:
+    """One head per layer with the given mean sink (its key_sink on token 0), and the first token's massive
+    activation from ``massive_layer`` on."""
+    n_layers, n_tokens = len(layer_sinks), 4
+    sink = np.array(layer_sinks)[:, None]  # (layer, head)
+    heads_ = {"sink": sink, "kind": np.where(sink >= KIND_THRESHOLD, "sink", "mixed").astype(object)}
+    key_sink = np.zeros((n_layers, n_tokens))
+    key_sink[:, 0] = layer_sinks
+    massive = () if massive_layer is None else tuple((layer, 0, 7, 900.0) for layer in range(massive_layer,
+                                                                                              n_layers + 1))
+    return Trace("m", tuple(range(n_tokens)), ("a", "b", "c", "d"), heads_, {}, massive,
+                 np.zeros((n_layers + 1, n_tokens, 2)), np.zeros((n_layers, 1, n_tokens)), key_sink)  # fmt: skip
+
+
+def test_the_sink_is_said_to_appear_where_it_does_before_the_write_that_makes_the_massive_activation() -> None:
+    """Item 2: the step answered "block 11's MLP" while layers 3-9 already sank; the finding names both phases."""
+    trace = layered([0.0, 0.1, 0.2, 0.6, 0.7, 0.5, 0.1, 0.0, 0.6, 0.8], massive_layer=8)
+    found = origins.sink_phases(trace)
+    assert (found.phases, found.onset, found.massive_from) == (((3, 5), (8, 9)), 3, 8)
+    said = found.said().text("en")
+    assert "in layers 3–5, 8–9" in said and "layer 3, reads h^3, built by blocks 0–2" in said
+    assert "massive activation appears only later, in h^8" in said
+    verdict = origin_claims.built_early(trace)
+    assert verdict.measured.text("en") == said  # the scoreboard reads the same finding
+    step = reveals.of_origins(trace, None)
+    assert step.said[0].text("en") == said
+
+
+def test_a_sink_that_follows_the_massive_activation_is_said_to() -> None:
+    trace = layered([0.0, 0.0, 0.6, 0.7], massive_layer=1)
+    said = origins.sink_phases(trace).said().text("en")
+    assert "layer 2, reads h^2, built by blocks 0–1" in said and "is already there: it appears in h^1" in said
+    assert origins.sink_phases(layered([0.6, 0.1], None)).said().text("en").endswith("no massive activation on "
+                                                                                      "this text.")  # fmt: skip
+    assert "built by no block (it is the embedding)" in origins.sink_phases(layered([0.6], None)).said().text("en")
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_a_sink_head_and_the_sink_rate_are_two_measures_named_apart(lang: str) -> None:
+    """Item 3: "67.8 % are sinks" and "sink rate: 79.3 %" on one step, with "more than 0.5" where the code says
+    "at least": the rate is named as Gu et al.'s, says how it differs, and the kind's bar reads as the code compares."""
+    trace = layered([0.5, 0.4, 0.9], None)  # the head at exactly 0.5 is a sink head; 0.4 counts only in the rate
+    shown = reveals.of_map(trace)
+    kinds_said, rate_said = (sentence.text(lang) for sentence in shown.said)
+    tr = Text(lang)
+    assert tr.num(66.7, "g") in kinds_said and tr.num(KIND_THRESHOLD, "g") in kinds_said
+    assert {"en": "at least", "fr": "au moins", "pt": "pelo menos"}[lang] in kinds_said
+    assert "Gu et al." in rate_said and tr.num(100.0, "g") in rate_said and tr.num(DEFAULT_EPS, "g") in rate_said
+    assert tr.num(KIND_THRESHOLD, "g") in rate_said  # the sentence says where the two bars differ
+
+
+def test_the_sink_heads_under_half_are_not_said_not_to_read_their_sink() -> None:
+    """Item 1: right after "they read a little of it", the 80 heads were called "those that do not read their
+    sink"; the range is named by its bar."""
+    found = heads.sink_reading({"kind": np.array([["sink"] * 3], dtype=object), "sink": np.full((1, 3), 0.8),
+                                "value_sink": np.array([[0.9, 0.3, 0.4]]),
+                                "value_norm_ratio": np.full((1, 3), 0.2)})  # fmt: skip
+    for lang in LANGUAGES:
+        said = found.said().text(lang)
+        assert not any(phrase in said for phrase in ("do not read", "ne lisent pas", "não leem")), said
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_reads_page_asks_instead_of_saying_the_sink_reads_nothing(lang: str) -> None:
+    """Item 1: the page title "Le puits ne lit rien" over 103 of 183 sink heads reading over half their output
+    from it; the handout's definitions called "reads almost nothing" the point to teach."""
+    texts = catalogue(lang)
+    for key in ("reads.title", "nav.reads_nothing", "course.origins.title"):
+        assert texts[key].rstrip().endswith("?"), (key, texts[key])
+    name = "metrics.md" if lang == "en" else f"metrics.{lang}.md"
+    definitions = (ROOT / "docs" / name).read_text(encoding="utf-8")
+    assert not any(point in definitions for point in ("teaching point", "point à enseigner", "A lição"))
