@@ -25,8 +25,9 @@ def layered(layer_sinks: list[float], massive_layer: int | None) -> Trace:
     heads_ = {"sink": sink, "kind": np.where(sink >= KIND_THRESHOLD, "sink", "mixed").astype(object)}
     key_sink = np.zeros((n_layers, n_tokens))
     key_sink[:, 0] = layer_sinks
-    massive = () if massive_layer is None else tuple((layer, 0, 7, 900.0) for layer in range(massive_layer,
-                                                                                              n_layers + 1))
+    massive = (
+        () if massive_layer is None else tuple((layer, 0, 7, 900.0) for layer in range(massive_layer, n_layers + 1))
+    )
     return Trace("m", tuple(range(n_tokens)), ("a", "b", "c", "d"), heads_, {}, massive,
                  np.zeros((n_layers + 1, n_tokens, 2)), np.zeros((n_layers, 1, n_tokens)), key_sink)  # fmt: skip
 

@@ -110,8 +110,17 @@ def handout_html(
 <blockquote>{html.escape(visible(text))}</blockquote>
 {f'<p class="meta">{html.escape(tr("handout.cut", n=trace.n_tokens))}</p>' if cut else ""}
 <h2>{html.escape(tr("handout.rate_heading"))}</h2>
-<p>{html.escape(tr("handout.rate", rate=round(trace.sink_rate(), 1), n=trace.n_tokens, eps=DEFAULT_EPS,
-                                threshold=KIND_THRESHOLD))}</p>
+<p>{
+        html.escape(
+            tr(
+                "handout.rate",
+                rate=round(trace.sink_rate(), 1),
+                n=trace.n_tokens,
+                eps=DEFAULT_EPS,
+                threshold=KIND_THRESHOLD,
+            )
+        )
+    }</p>
 <div class="overview">{head_map_html(trace.heads, "sink", lang=lang)}
 {kind_counts_html(trace.heads["kind"], lang=lang)}</div>
 <h2>{html.escape(tr("handout.heads_heading"))}</h2>
