@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator
 import pytest
 from sinkscope.core.bundled import BundledModel
 from sinkscope.course import STEPS
+from sinkscope.experiments import stream_plan
 from streamlit.testing.v1 import AppTest
 
 from tests.helpers import ROOT, TIMEOUT, go_to
@@ -88,3 +89,13 @@ def test_a_bundled_model_the_server_lacks_is_named(
     at = hosted(model="gemma3-270m")
     assert any(n.startswith("This link asks for Gemma-3-270M") for n in notices(at))
     assert at.sidebar.selectbox(key="model_choice").value == "smollm2-135m"
+
+
+def test_the_course_opens_the_streaming_page_on_the_check_its_step_ran(hosted: Callable[..., AppTest]) -> None:
+    """Issue 51, item 6: step 7 said "3 times" at 512 tokens and its link opened /streaming at 256 (2.2x)."""
+    at = hosted("streaming", **stream_plan.link_values())
+    assert [s.value for s in at.slider][:2] == [stream_plan.CHECK.tokens, stream_plan.CHECK.window]
+    assert at.select_slider[0].value == stream_plan.CHECK.sinks
+    assert at.multiselect[0].value == list(stream_plan.CHECK.methods) and not at.warning
+    odd = hosted("streaming", tokens="100", methods="dense,nope")
+    assert odd.slider[0].value == 256 and "tokens=100" in odd.warning[0].value and "nope" in odd.warning[0].value

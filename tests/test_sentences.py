@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import LANGUAGES, Text, catalogue
+from sinkscope.core.metrics import MASSIVE_RATIO
 from sinkscope.core.names import DEFAULT_EPS, KIND_THRESHOLD
-from sinkscope.course import reveals
-from sinkscope.experiments import origin_claims
+from sinkscope.course import STEPS, reveals
+from sinkscope.experiments import origin_claims, stream_plan
 from sinkscope.findings import heads, origins
 
 from tests.helpers import ROOT
@@ -90,3 +91,28 @@ def test_the_reads_page_asks_instead_of_saying_the_sink_reads_nothing(lang: str)
     name = "metrics.md" if lang == "en" else f"metrics.{lang}.md"
     definitions = (ROOT / "docs" / name).read_text(encoding="utf-8")
     assert not any(point in definitions for point in ("teaching point", "point à enseigner", "A lição"))
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_each_ratio_of_the_massive_activation_names_its_measure(lang: str) -> None:
+    """Item 4: "hundreds of times" (step 4), "thousands of times" (/massive), "up to 158x" (/reads-nothing) and
+    "11,683 times" (step 4) are different measures; each names what it divides by, and the step's question states
+    Sun et al.'s own threshold instead of a size of its own."""
+    step = next(step for step in STEPS if step.id == "massive")
+    question = Text(lang)(step.key("question"), **reveals.question_values(step))
+    assert not any(word in question for word in ("hundreds", "centaines", "centenas"))
+    assert Text(lang).num(MASSIVE_RATIO, "g") in question and "|h|" in question
+    texts = catalogue(lang)
+    assert "|h|" in texts["course.massive.said"] and "|h|" in texts["massive.intro"]  # one activation against all
+    assert "|h|" not in texts["reads.paper_norm"]  # a whole state's norm against the median token's
+    assert {"en": "median token", "fr": "jeton médian", "pt": "token mediano"}[lang] in texts["reads.paper_norm"]
+
+
+def test_the_streaming_step_finishes_its_sentence_and_names_its_baseline() -> None:
+    """Item 6: "rend la perplexité 3 fois plus" ended there, and the scoreboard's "3.7 times dense" used another
+    baseline; the step's ratio is the window alone against the same cache keeping the first tokens."""
+    said = reveals.of_streaming({"dense": 20.0, "window": 58.0, "sinks": 20.0}).said[0]
+    assert said.text("fr").endswith("multiplie la perplexité par 2,9 (face au même cache qui les garde).")
+    assert said.text("en").endswith("multiplies perplexity by 2.9 (against the same cache keeping them).")
+    assert stream_plan.link_values() == {"tokens": "512", "sinks": "4", "window": "60",
+                                         "methods": "dense,mask-window,mask-sinks"}  # fmt: skip

@@ -154,6 +154,8 @@ OFF_TEXT: dict[str, Callable[[], Message]] = {
     "cost": lambda: sources.synthetic(sink_cost.shipped()["dim"]),
     "lab": lambda: sources.lab_runs(len(lab_training.shipped_runs("backcopy"))),
 }  # the steps whose figure and verdict are not computed on the learner's text, and what they are computed on
+LINKED: dict[str, Callable[[], dict[str, str]]] = {"streaming": stream_plan.link_values}  # a page opened on the step's
+# own settings, so its numbers are the step's
 
 
 def choice_label(step: Step, choice: str) -> str:
@@ -197,7 +199,10 @@ def reveal(step: Step, chosen: str, request: session.Request, trace: Trace) -> N
         charts.show(presenter.projected(fig), f"course_{step.id}", figure, presenter.figure_height(), on)
     link = navigation.page_at(step.page)
     verdict.page_link(
-        link, label=t("course.open_page"), icon=":material/arrow_outward:", query_params=url_state.view_params()
+        link,
+        label=t("course.open_page"),
+        icon=":material/arrow_outward:",
+        query_params=url_state.view_params() | LINKED.get(step.id, dict)(),
     )
 
 

@@ -39,18 +39,40 @@ def paper_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(policies), pd.DataFrame(sinks)
 
 
+def linked_setup(limit: int) -> None:
+    """The form's settings: those a link carries (the course's streaming step opens the page on its own check) on
+    a session's first visit, else the defaults; a value the form cannot take is named and left at its default."""
+    state, params = st.session_state, st.query_params
+    defaults = {"tokens": min(DEFAULT_TOKENS, limit), "sinks": 4, "window": 60, "methods": ["dense", "window", "sinks"]}
+    readers = {
+        "tokens": lambda v: int(v) if 64 <= int(v) <= limit and int(v) % 32 == 0 else None,
+        "sinks": lambda v: int(v) if int(v) in SINK_CHOICES else None,
+        "window": lambda v: int(v) if 4 <= int(v) <= 1020 else None,
+        "methods": lambda v: v.split(",") if v and set(v.split(",")) <= set(streaming.METHODS) else None,
+    }  # fmt: skip
+    for name, default in defaults.items():
+        if f"stream_{name}" in state:
+            continue
+        value = params.get(name)
+        try:
+            read = readers[name](value) if value is not None else None
+        except ValueError:
+            read = None
+        if value is not None and read is None:
+            url_state.ignore(name, value)
+        state[f"stream_{name}"] = default if read is None else read
+
+
 def stream_form(limit: int) -> tuple[bool, str, StreamSetup]:
     """(run clicked, the text's source, what to stream)."""
+    linked_setup(limit)
     with st.form("stream_form"):
         left, right = st.columns(2)
         source = left.radio(t("stream.text"), ["builtin", "sidebar"], key="stream_source", format_func=source_label)
-        n_tokens = left.slider(t("stream.tokens"), 64, limit, min(DEFAULT_TOKENS, limit), 32, key="stream_tokens")
-        sinks = right.select_slider(t("stream.sinks"), SINK_CHOICES, value=4, key="stream_sinks")
-        window = right.slider(t("stream.window"), 4, 1020, 60, key="stream_window")
-        chosen = st.multiselect(
-            t("stream.methods"), streaming.METHODS, ["dense", "window", "sinks"], key="stream_methods",
-            format_func=method_label,
-        )  # fmt: skip
+        n_tokens = left.slider(t("stream.tokens"), 64, limit, step=32, key="stream_tokens")
+        sinks = right.select_slider(t("stream.sinks"), SINK_CHOICES, key="stream_sinks")
+        window = right.slider(t("stream.window"), 4, 1020, key="stream_window")
+        chosen = st.multiselect(t("stream.methods"), streaming.METHODS, key="stream_methods", format_func=method_label)
         run = st.form_submit_button(t("stream.run"), type="primary")
     return run, source, StreamSetup(sinks, window, n_tokens, tuple(chosen))
 

@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from sinkscope.core.capture import Trace
-from sinkscope.core.i18n import Message, times
+from sinkscope.core.i18n import Message
 from sinkscope.core.loss import perplexity
+from sinkscope.core.metrics import MASSIVE_ABS, MASSIVE_RATIO
 from sinkscope.core.names import DEFAULT_EPS, KIND_THRESHOLD, Kind
 from sinkscope.course.steps import Reveal, Step
 from sinkscope.experiments import cost, stream_plan
@@ -38,7 +39,8 @@ def choice_values(step: Step) -> dict[str, float]:
 def question_values(step: Step) -> dict[str, object]:
     """The declared settings a step's question states (the streaming cache, the number of claims), never typed."""
     return {"streaming": stream_plan.check_values(), "claims": {"total": len(CLAIMS)}, "kv": {"bits": CLAIM_BITS},
-            "break": {"first": DROP_FROM, "page": Message.of("break.title")}}.get(step.id, {})  # fmt: skip
+            "break": {"first": DROP_FROM, "page": Message.of("break.title")},
+            "massive": {"size": MASSIVE_ABS, "ratio": MASSIVE_RATIO}}.get(step.id, {})  # fmt: skip
 
 
 def of_map(trace: Trace) -> Reveal:
@@ -115,7 +117,8 @@ def of_streaming(ppl: Mapping[str, float]) -> Reveal:
     ratio = ppl["window"] / ppl["sinks"]
     truth = words.perplexity_word(ratio)
     said = Message.of("course.streaming.said", dense=round(ppl["dense"], 1), window_ppl=round(ppl["window"], 1),
-                      sinks_ppl=round(ppl["sinks"], 1), ratio=times(ratio), **stream_plan.check_values())  # fmt: skip
+                      sinks_ppl=round(ppl["sinks"], 1), ratio=round(ratio, 1),
+                      **stream_plan.check_values())  # fmt: skip
     return Reveal(truth, (said,))
 
 

@@ -115,6 +115,12 @@ def check(
     return found
 
 
+def link_values(setup: StreamSetup = CHECK) -> dict[str, str]:
+    """The streaming page's settings that run ``setup`` (a link from the course opens the page on its check)."""
+    return {"tokens": str(setup.tokens), "sinks": str(setup.sinks), "window": str(setup.window),
+            "methods": ",".join(setup.methods)}  # fmt: skip
+
+
 def check_values(setup: StreamSetup = CHECK) -> dict[str, int]:
     """The declared sizes a sentence about the check states: text length, cache, sinks and their recent window."""
     return {"tokens": setup.tokens, "cache": setup.cache_size, "sinks": setup.sinks, "window": setup.window}
