@@ -123,13 +123,16 @@ def of_streaming(ppl: Mapping[str, float]) -> Reveal:
 
 
 def of_kv(intact: Outcome, bare: np.ndarray, kept: np.ndarray, sinks: int) -> Reveal:
-    """How much of what a CLAIM_BITS-bit cache loses comes back when the ``sinks`` detected sinks stay in full
-    precision (``bare`` and ``kept``: per-token NLL), read with the scoreboard's RECOVERS."""
-    dense, without, with_sinks = (perplexity(nll) for nll in (intact.nll, bare, kept))
-    back = won_back(dense, without, with_sinks)
+    """How much of the loss a CLAIM_BITS-bit cache adds comes back when the ``sinks`` detected sinks stay in full
+    precision (``bare`` and ``kept``: per-token NLL), on the loss the figure plots, read with the scoreboard's
+    RECOVERS; perplexities beside it."""
+    runs = (intact.nll, bare, kept)
+    loss = [round(float(np.mean(nll)), 3) for nll in runs]
+    ppl = [round(perplexity(nll), 1) for nll in runs]
+    back = won_back(*runs)
     truth = "most" if back > RECOVERS else "some" if back > 0 else "none"
-    said = Message.of("course.kv.said", bits=CLAIM_BITS, dense=round(dense, 1), bare=round(without, 1),
-                      kept=round(with_sinks, 1), n=sinks, back=round(100 * back))  # fmt: skip
+    said = Message.of("course.kv.said", bits=CLAIM_BITS, dense=ppl[0], bare=ppl[1], kept=ppl[2], dense_loss=loss[0],
+                      bare_loss=loss[1], kept_loss=loss[2], n=sinks, back=round(100 * back))  # fmt: skip
     return Reveal(truth, (said,))
 
 

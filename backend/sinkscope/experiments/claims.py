@@ -231,12 +231,12 @@ def from_dense(intact: Outcome | None, dense: Outcome | None) -> Verdict:
 
 def from_kv(intact: Outcome | None, kv: tuple[np.ndarray, np.ndarray] | None) -> Verdict:
     """A 2-bit cache costs perplexity (at least LITTLE_WORSE against the float cache), and keeping the detected
-    sinks in full precision wins back over half of it."""
+    sinks in full precision wins back over half of the loss it adds (nats per token)."""
     if intact is None or kv is None:
         return Verdict("kv_sinks", "not_measured", None)
     dense, bare, kept = (perplexity(nll) for nll in (intact.nll, *kv))
     hurts = bare >= LITTLE_WORSE * dense
-    rescued = won_back(dense, bare, kept) > RECOVERS
+    rescued = won_back(intact.nll, *kv) > RECOVERS
     measured = _said("claims.yours.kv_sinks", bits=CLAIM_BITS, dense=round(dense, 1), bare=round(bare, 1),
                      kept=round(kept, 1))  # fmt: skip
     evidence = _said("claims.evidence.kv_sinks", n=len(intact.nll) + 1, bits=CLAIM_BITS)

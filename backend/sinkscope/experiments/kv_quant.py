@@ -147,10 +147,12 @@ def quantized_table(
 CLAIM_BITS = 2  # the scoreboard's quantized cache: where protection matters most
 
 
-def won_back(dense: float, bare: float, kept: float) -> float:
-    """The share of what a quantized cache loses against the float cache that keeping tokens in full precision wins
-    back (perplexities: dense, nothing kept, tokens kept); 0 where the quantized cache loses nothing."""
-    return (bare - kept) / (bare - dense) if bare > dense else 0.0
+def won_back(dense: np.ndarray, bare: np.ndarray, kept: np.ndarray) -> float:
+    """The share of the loss a quantized cache adds (mean nats per token over the float cache's, as the loss curves
+    plot it) that keeping tokens in full precision wins back (per-token NLL: dense, nothing kept, tokens kept); 0
+    where the quantized cache adds no loss."""
+    dense_loss, bare_loss, kept_loss = (float(np.mean(nll)) for nll in (dense, bare, kept))
+    return (bare_loss - kept_loss) / (bare_loss - dense_loss) if bare_loss > dense_loss else 0.0
 
 
 def claim_runs(loaded: LoadedModel, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
