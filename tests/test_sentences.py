@@ -5,6 +5,8 @@ Each test names the contradiction it guards against, as a French lecturer found 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from sinkscope.core.capture import Trace
@@ -116,3 +118,25 @@ def test_the_streaming_step_finishes_its_sentence_and_names_its_baseline() -> No
     assert said.text("en").endswith("multiplies perplexity by 2.9 (against the same cache keeping them).")
     assert stream_plan.link_values() == {"tokens": "512", "sinks": "4", "window": "60",
                                          "methods": "dense,mask-window,mask-sinks"}  # fmt: skip
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_the_papers_reason_for_preferring_sinks_is_cited_not_stated(lang: str) -> None:
+    """Item 10: /diagonals said "models prefer sinks: they cost less" over its own "partly" and a sink 3.5x dearer
+    with random embeddings; the reason is the paper's, cited where it is said, and its authors spelled one way."""
+    prefer = {"en": "prefer sinks", "fr": "préfèrent les puits", "pt": "preferem sorvedouros"}[lang]
+    for key, said in catalogue(lang).items():
+        for sentence in re.split(r"(?<!et al)\. ", said):
+            assert prefer not in sentence or "et al." in sentence, (key, sentence)
+        assert "Sukenik" not in said, key
+
+
+def test_several_secondary_sinks_that_last_as_long_are_not_one_most_lasting() -> None:
+    """Item 10: /origins called ',' at position 75 "the most lasting" while both secondary sinks lasted 7 layers."""
+    tied = ((75, ",", 0.4), (40, ".", 0.2))  # (position, token, key_sink), both h^3 .. h^9
+    sinks = tuple(origins.SecondarySink(j, token, 3, 9, share, 1.0, 0.5) for j, token, share in tied)
+    found = origins.Secondary(((2, 12),), (1.0, 20.0), sinks)
+    assert found.tied == 2
+    said = found.said().text("en")
+    assert "Of the 2 longest-lived, the one taking most attention: ',' at position 75" in said
+    assert "longest-lived: ','" not in said

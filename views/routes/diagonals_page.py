@@ -104,7 +104,7 @@ def smoothing(runs: list[tuple[interventions.Intervention | None, Outcome]]) -> 
 
 
 def paper(trace: Trace, runs: list[tuple[interventions.Intervention | None, Outcome]], cost: dict) -> None:
-    """Sukenik et al.'s claims beside this text's numbers and the cost sweep's slopes."""
+    """Súkeník et al.'s claims beside this text's numbers and the cost sweep's slopes."""
     slopes = {name: num(value, ".2f") if value is not None else "—" for name, value in cost["slopes"].items()}
     kinds_found = t("diag.cost_slopes", sink=slopes["aligned/sink"], diagonal=slopes["aligned/diagonal"])
     lessons.paper_table(

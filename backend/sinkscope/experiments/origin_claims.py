@@ -38,7 +38,7 @@ def secondary_claim(trace: Trace) -> Verdict:
         return graded("secondary_sinks", 0, 2, measured, evidence, Message.of("claims.why.no_secondary"))
     best = found.within[0]
     measured = Message.of("claims.yours.secondary", n=len(found.within), token=repr(best.token), position=best.position,
-                          first=best.first, last=best.last, share=round(best.key_sink, 2))  # fmt: skip
+                          first=best.first, last=best.last, share=round(best.key_sink, 2), tied=found.tied)  # fmt: skip
     why = Message.of("claims.why.secondary_ignored", token=repr(best.token))
     return graded("secondary_sinks", 1 + receives_more(trace, best), 2, measured, evidence, why)
 

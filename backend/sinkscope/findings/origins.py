@@ -87,7 +87,13 @@ class Secondary:
         best = self.within[0]
         return Message.of("origins.secondary", n=len(self.within), token=repr(best.token), position=best.position,
                           first=best.first, last=best.last, lifetime=best.lifetime, share=round(best.key_sink, 2),
-                          low=round(low, 1), high=round(high, 1), spans=spans, like=SINK_LIKE)  # fmt: skip
+                          low=round(low, 1), high=round(high, 1), spans=spans, like=SINK_LIKE,
+                          tied=self.tied)  # fmt: skip
+
+    @property
+    def tied(self) -> int:
+        """How many of the paper's secondary sinks share the longest lifetime (the first takes most attention)."""
+        return sum(sink.lifetime == self.within[0].lifetime for sink in self.within)
 
 
 @dataclass(frozen=True)
