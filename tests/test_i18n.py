@@ -189,7 +189,7 @@ def test_the_picker_switches_language_and_the_url_follows() -> None:
     assert at.title[0].value == "Sorvedouros de atenção, cabeça por cabeça"
     assert at.query_params["lang"] in ("pt", ["pt"])
     go_to(at, "softmax").run()
-    assert at.title[0].value == "O softmax precisa gastar tudo"
+    assert at.title[0].value == "O softmax precisa gastar tudo?"
     assert "; " in at.text_input(key="sm_scores").value and "0,2" in at.text_input(key="sm_scores").value
 
 

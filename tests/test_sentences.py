@@ -5,6 +5,7 @@ Each test names the contradiction it guards against, as a French lecturer found 
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -15,6 +16,7 @@ from sinkscope.core.metrics import MASSIVE_RATIO
 from sinkscope.core.names import DEFAULT_EPS, KIND_THRESHOLD
 from sinkscope.course import STEPS, reveals
 from sinkscope.experiments import origin_claims, stream_plan
+from sinkscope.experiments.claims import CLAIMS
 from sinkscope.findings import heads, origins
 
 from tests.helpers import ROOT
@@ -140,3 +142,49 @@ def test_several_secondary_sinks_that_last_as_long_are_not_one_most_lasting() ->
     said = found.said().text("en")
     assert "Of the 2 longest-lived, the one taking most attention: ',' at position 75" in said
     assert "longest-lived: ','" not in said
+
+
+ROLES = {"label", "question", "definition", "instruction", "claim", "computed", "choice", "error"}
+TITLE = re.compile(r"(^|\.|_)(title|heading)$|^nav\.|_title$|_heading$")  # a page's, a section's or a figure's
+CITES = re.compile(r"et al\.|\(\d{4}\)|\d{4}\)|Xiao|StreamingLLM|DuoAttention|IntactKV|KVSink|arXiv|OpenAI")
+ASSERTS = re.compile(r"\b(is|are|must|reads|forms?|grows|polarizes|prefers?|exists?|becomes|finds|builds|looks|"
+                     r"makes|needs|carries|collects|costs|parks|switches)\b")  # fmt: skip
+INDIRECT = re.compile(r"\**(What|Which|Where|How)\b")  # "What it reads": a topic, not a finding
+
+
+def roles() -> dict[str, str]:
+    path = ROOT / "backend" / "sinkscope" / "locales" / "roles.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_every_catalogue_key_is_tagged_with_what_kind_of_sentence_it_is() -> None:
+    """Item 2: each key is a label, a question, a definition, an instruction, a paper's claim, a sentence computed
+    from a verdict, a course choice or an error; a new key without a tag fails here."""
+    tagged = roles()
+    assert sorted(tagged) == sorted(catalogue("en")) and set(tagged.values()) <= ROLES
+
+
+def test_no_title_asserts_a_finding_without_a_verdict_or_a_citation() -> None:
+    """Item 2 (docs/architecture.md, "Titles ask; findings answer"): a title or heading names a topic, asks, cites a
+    paper or is computed; "The sink reads nothing", "Softmax polarizes" or "A sink grows in training" would fail."""
+    tagged, texts = roles(), catalogue("en")
+    found = {}
+    for key, role in tagged.items():
+        if not TITLE.search(key):
+            continue
+        topic = re.sub(r"\{[^}]*\}", "", texts[key])
+        if role not in {"label", "question", "claim", "computed"}:
+            found[key] = role
+        elif role == "label" and ASSERTS.search(topic) and not INDIRECT.match(topic):
+            found[key] = texts[key]
+    assert found == {}
+
+
+@pytest.mark.parametrize("lang", LANGUAGES)
+def test_questions_ask_and_claims_cite_in_every_language(lang: str) -> None:
+    texts, claim_titles = catalogue(lang), {f"claims.{claim}" for claim in CLAIMS}
+    for key, role in roles().items():
+        if role == "question":
+            assert "?" in texts[key], (key, texts[key])
+        elif role == "claim" and key not in claim_titles and not re.search(r"published|paper|source", key):
+            assert CITES.search(texts[key]), (key, texts[key])  # a claim's own row cites it in "published"

@@ -57,7 +57,7 @@ def test_the_navigation_is_numbered_once_grouped_and_drawn_with_material_icons(p
     expect(nav).to_be_visible(timeout=LOAD)
     lessons = []
     for number in range(1, 7):
-        entry = nav_entry(page, "Why sinks exist", f"{number}. ")
+        entry = nav_entry(page, "Why do sinks exist?", f"{number}. ")
         expect(entry).to_have_count(1)
         lessons.append(entry.inner_text())
         page.keyboard.press("Escape")

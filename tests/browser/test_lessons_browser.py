@@ -31,7 +31,7 @@ def test_the_chosen_text_follows_the_user_to_a_lesson_and_an_intervention_runs(p
     page.goto(f"{app_url}/?example=french")
     wait_for_analysis(page)
     sidebar = page.get_by_test_id("stSidebar")
-    nav_entry(page, "Why sinks exist", "6. Break the sink").click()
+    nav_entry(page, "Why do sinks exist?", "6. Break the sink").click()
     expect(page).to_have_url(re.compile(r"/break"), timeout=LOAD)
     expect(sidebar.get_by_label("Text")).to_have_value(re.compile(r"^Le gardien du phare"), timeout=LOAD)
     page.get_by_role("button", name="Drop them").click()
