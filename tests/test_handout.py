@@ -8,14 +8,16 @@ import re
 
 from PIL import Image
 from sinkscope.core.capture import analyze_ids, attention_maps
+from sinkscope.core.i18n import Message
 from sinkscope.core.tokens import analyzed_part, encode
+from sinkscope.experiments.verdicts import Verdict
 from sinkscope.plot import handout, slides
 from transformers import AutoTokenizer
 
 from tests.helpers import ROOT
 from tests.tiny import tiny_loaded
 
-BOARD = (["claim", "verdict"], [["Sinks <b>exist</b>", "reproduces"]], "Of 1 claims: 1 reproduce here.")
+BOARD = [Verdict("softmax_sink", "reproduces", Message.of("claims.yours.rate", rate=79.3, n=106, eps=0.3))]
 
 
 def build(lang: str, text: str = "a <script>text</script>", cut: bool = False) -> tuple[str, object]:
@@ -32,16 +34,16 @@ def test_the_handout_holds_the_rate_the_figures_two_heads_the_scoreboard_and_the
     page, trace = build("fr")
     assert page.startswith("<!doctype html>") and '<html lang="fr">' in page
     assert "Les puits d&#x27;attention dans votre texte : un polycopié" in page
-    assert f"(eps 0,3, T = {trace.n_tokens})" in page  # the sink rate, written the French way
+    assert f"eps 0,3, T = {trace.n_tokens})" in page  # the sink rate, written the French way
     assert page.count('class="ss-figure') >= 2  # the head map and the kinds, as printable HTML figures
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert len(images) == 2
     for data in images:
         picture = Image.open(io.BytesIO(base64.b64decode(data)))
         assert picture.width == picture.height and picture.width >= 19 * 18  # a cell per token pair, enlarged
-    assert "Sinks &lt;b&gt;exist&lt;/b&gt;" in page and "a &lt;script&gt;text&lt;/script&gt;" in page
+    assert "taux de puits 79,3\u00a0% (eps 0,3, T = 106)" in page and "a &lt;script&gt;text&lt;/script&gt;" in page
     assert "<script" not in page  # the user's text and the table are data, never markup
-    assert page.count("<table>") >= 2 and "<code>value_sink</code>" in page  # the scoreboard, the definitions
+    assert page.count("<table>") >= 2 and "<code>kind</code>" in page  # the scoreboard, the definitions
     assert "@page { size: A4" in page and "break-before: page" in page
 
 
@@ -58,7 +60,7 @@ def test_the_printed_definitions_are_those_of_what_the_handout_shows_and_the_map
     definitions = page[page.index('<div class="definitions">') :]
     for name in handout.PRINTED_METRICS:
         assert f"<code>{name}</code></td>" in definitions
-    assert "<code>withheld</code></td>" not in definitions and "<code>top1</code></td>" not in definitions
+    assert "<code>withheld</code></td>" not in definitions and "<code>value_sink</code></td>" not in definitions
     assert "print-color-adjust: exact" in page
 
 

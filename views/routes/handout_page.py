@@ -12,7 +12,6 @@ from views.state import session, url_state
 from views.text import language, t
 from views.widgets import charts, jobs, lessons, scoreboard
 
-PRINTED = ("claim", "verdict", "yours", "evidence")  # the scoreboard's columns that fit a printed page
 PREVIEW_HEIGHT = 900
 
 
@@ -21,12 +20,10 @@ def document(request: session.Request, trace: Trace) -> str:
     heads = {kind: ((layer, head), jobs.layer_maps(request, trace, layer).weights[head])
              for kind, (layer, head) in slides.example_heads(trace.heads).items()}  # fmt: skip
     verdicts = scoreboard.measured(request, trace)
-    rows = [[scoreboard.cells(v)[name] for name in PRINTED] for v in verdicts]
-    board = ([t(scoreboard.COLUMNS[name]) for name in PRINTED], rows, scoreboard.summary(verdicts).strip("*"))
     definitions = session.definitions_file(language()).read_text(encoding="utf-8")
     model = charts.model_name(request.model)
     read = analyzed_part(request.loaded.tokenizer, request.text, trace.token_ids)
-    return handout.handout_html(trace, heads, board, definitions, model, read, language(), cut=read != request.text)
+    return handout.handout_html(trace, heads, verdicts, definitions, model, read, language(), cut=read != request.text)
 
 
 def page(context: Context) -> None:

@@ -8,6 +8,7 @@ from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import Trace
 from sinkscope.core.names import POLARIZE_VARIANTS
 from sinkscope.experiments import claims, interventions, kv_quant, stream_plan
+from sinkscope.experiments.verdicts import STATUS_KEYS
 
 from views.state import cache, session, url_state
 from views.text import say, t
@@ -39,8 +40,6 @@ COLUMNS = {
     "claim": "claims.col_claim", "verdict": "claims.col_verdict", "yours": "claims.col_yours",
     "evidence": "claims.col_evidence", "published": "claims.col_published", "page": "claims.col_page",
 }  # fmt: skip
-STATUS = {"reproduces": "claims.reproduces", "partly": "claims.partly", "differs": "claims.differs",
-          "not_measured": "claims.not_measured"}  # fmt: skip
 
 
 def streaming_check_job(request: session.Request) -> cache.Job:
@@ -111,7 +110,7 @@ def measured(request: session.Request, trace: Trace) -> list[claims.Verdict]:
 
 def verdict_cell(verdict: claims.Verdict) -> str:
     """The verdict, and for partly or differs the sentence of why."""
-    return t(STATUS[verdict.status]) + (f" — {say(verdict.why)}" if verdict.why is not None else "")
+    return t(STATUS_KEYS[verdict.status]) + (f" — {say(verdict.why)}" if verdict.why is not None else "")
 
 
 def cells(verdict: claims.Verdict) -> dict[str, str]:

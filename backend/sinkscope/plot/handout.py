@@ -20,36 +20,39 @@ from PIL import Image
 from sinkscope.core.i18n import Text
 from sinkscope.core.names import DEFAULT_EPS, KIND_THRESHOLD
 from sinkscope.core.tokens import visible
+from sinkscope.experiments.verdicts import STATUS_KEYS, STATUSES, Verdict
 from sinkscope.plot.html_figures import FIGURES_CSS, head_map_html, kind_counts_html
 from sinkscope.plot.slides import TITLES, Head
 
 LIGHT, DARK = np.array([247, 251, 255]), np.array([8, 48, 107])  # the ends of the maps' "Blues" scale
 MAP_PIXELS = 360  # an attention map's side at least, in image pixels
+PRINTED_TOKENS = 48  # an example head prints its first 48 queries and keys: a cell of 1 mm shows a sink's column
 PRINT_CSS = """
 body { font-family: system-ui, "DejaVu Sans", sans-serif; color: #222; max-width: 190mm; margin: 1.5rem auto; }
 h1 { font-size: 1.6rem; margin-bottom: 0.2rem; } h2 { font-size: 1.2rem; margin-top: 1.6rem; }
 .meta { color: #555; } blockquote { border-left: 3px solid #ccc; margin: 0.6rem 0; padding-left: 0.8rem; }
-.heads { display: flex; gap: 1.5rem; flex-wrap: wrap; } .heads figure { margin: 0; width: 88mm; }
-.heads img { width: 100%; image-rendering: pixelated; border: 1px solid #ddd; }
-table { border-collapse: collapse; font-size: 0.85rem; width: 100%; }
+.heads { display: flex; gap: 1rem; align-items: flex-start; } .heads figure { margin: 0; width: 44mm; flex: none; }
+.heads img { width: 100%; image-rendering: pixelated; border: 1px solid #ddd; } .heads .definitions { flex: 1; }
+table { border-collapse: collapse; width: 100%; }
 th, td { border: 1px solid #ccc; padding: 0.3rem 0.4rem; text-align: left; vertical-align: top; }
-.definitions code { font-size: 0.85em; }
 .overview { display: flex; gap: 1.5rem; align-items: flex-start; } .overview > .ss-head-map { flex: 1 1 60%; }
 @page { size: A4; margin: 12mm; }
 @media print {
   * { print-color-adjust: exact; -webkit-print-color-adjust: exact; }  /* the maps' cells are backgrounds */
-  body { margin: 0; font-size: 8.5pt; } h1 { font-size: 15pt; margin: 0; } h2 { font-size: 11pt; margin: 3mm 0 1mm; }
-  p { margin: 1mm 0; } .new-page { break-before: page; } figure, tr, .ss-figure { break-inside: avoid; }
+  body { margin: 0; font-size: 8.5pt; line-height: 1.25; } h1 { font-size: 15pt; margin: 0; }
+  h2 { font-size: 11pt; margin: 3mm 0 1mm; } p { margin: 1mm 0; } .new-page { break-before: page; }
+  figure, tr, .ss-figure { break-inside: avoid; } figcaption { font-size: 8pt; }
   blockquote { display: -webkit-box; -webkit-line-clamp: 3; -webkit-box-orient: vertical; overflow: hidden; }
-  .ss-head-map .ss-body { grid-template-rows: auto 105mm auto auto auto; }
-  .heads figure { width: 62mm; } table { font-size: 5.4pt; line-height: 1.15; } th, td { padding: 0.3mm 0.7mm; }
-  .definitions { font-size: 6pt; line-height: 1.15; } .definitions ul { margin: 1mm 0; padding-left: 4mm; }
-  .definitions h2 { font-size: 8pt; margin: 1mm 0 0.5mm; }
+  .ss-head-map .ss-body { grid-template-rows: auto 70mm auto auto auto; }
+  table { font-size: 8pt; line-height: 1.2; } th, td { padding: 0.4mm 0.8mm; }
+  .definitions { font-size: 8pt; } .definitions h2 { font-size: 9pt; margin: 0 0 1mm; }
+  .definitions p, .definitions table { margin: 0 0 1mm; }
+  .definitions th:nth-child(3), .definitions td:nth-child(3) { display: none; }  /* the web page has it */
 }
 """
-PRINTED_PAGES = 2  # what the handout promises: the figures on the first A4 page, scoreboard and definitions on the next
-DEFINITION_SECTIONS = 2  # the definitions' notation and per-head sections: what the handout's figures use
-PRINTED_METRICS = ("sink", "diagonal", "previous_token", "entropy", "value_sink", "kind")  # what its figures show
+PRINTED_PAGES = 2  # what the handout promises: the figures and definitions on the first A4 page, the claims on the next
+PRINTED_METRICS = ("sink", "diagonal", "previous_token", "kind")  # what its figures show
+BOARD_COLUMNS = ("claims.col_claim", "claims.col_verdict", "claims.col_yours")  # what of the scoreboard prints
 
 
 def attention_image(weights: np.ndarray) -> str:
@@ -67,13 +70,26 @@ def attention_image(weights: np.ndarray) -> str:
 
 
 def definitions_html(markdown: str, shown: Sequence[str] = PRINTED_METRICS) -> str:
-    """The definitions file's first sections (its own title dropped), as HTML with its tables; a table keeps the
-    rows of the ``shown`` metrics only (and its header), so the definitions fit their page."""
-    sections = markdown.split("\n## ")
-    kept = "\n## ".join(sections[: DEFINITION_SECTIONS + 1]).split("\n", 1)[1]
+    """The definitions file's per-head section as HTML: its heading, its table cut to the ``shown`` metrics (and its
+    header), and the paragraph after the table (sink heads against the sink rate), so it fits beside the heads."""
+    section = next(part for part in markdown.split("\n## ") if "`sink`" in part)
+    heading, body = section.split("\n", 1)
+    blocks = [block for block in body.strip().split("\n\n") if block.strip()]
+    table = next(i for i, block in enumerate(blocks) if block.startswith("|"))
     names = tuple(f"| `{name}` |" for name in shown)
-    lines = [line for line in kept.splitlines() if not line.startswith("| `") or line.startswith(names)]
-    return MarkdownIt("commonmark").enable("table").render("\n".join(lines))
+    rows = [line for line in blocks[table].splitlines() if not line.startswith("| `") or line.startswith(names)]
+    kept = "\n\n".join([f"## {heading}", "\n".join(rows), blocks[table + 1]])
+    return MarkdownIt("commonmark").enable("table").render(kept)
+
+
+def board(verdicts: Sequence[Verdict], lang: str) -> tuple[list[str], list[list[str]], str]:
+    """The scoreboard as it prints: (column titles, one row per claim: the claim, its verdict's word and what was
+    measured here, the summary line); the reasons and the evidence stay on the scoreboard page."""
+    tr = Text(lang)
+    rows = [[tr(f"claims.{v.claim}"), tr(STATUS_KEYS[v.status]), v.measured.text(lang) if v.measured else "—"]
+            for v in verdicts]  # fmt: skip
+    counts = {status: sum(v.status == status for v in verdicts) for status in STATUSES}
+    return [tr(key) for key in BOARD_COLUMNS], rows, tr("claims.summary", total=len(verdicts), **counts).strip("*")
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
@@ -82,26 +98,36 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def heads_html(trace: object, heads: dict[str, tuple[Head, np.ndarray]], tr: Text) -> str:
+    """The example heads' maps, each cut to its first PRINTED_TOKENS queries and keys, captioned with what they are."""
+    figures = []
+    for kind, ((layer, head), weights) in heads.items():
+        shown = min(PRINTED_TOKENS, len(weights))
+        title = tr(TITLES[kind], layer=layer, head=head, score=round(float(trace.heads[kind][layer, head]), 2))
+        corner = tr("handout.corner", n=shown, total=len(weights))
+        image = attention_image(np.asarray(weights)[:shown, :shown])  # (query, key): the map's top-left corner
+        figures.append(f'<figure><img alt="{html.escape(title)}" src="{image}">'
+                       f"<figcaption>{html.escape(title)} ({html.escape(corner)})</figcaption></figure>")  # fmt: skip
+    return "".join(figures)
+
+
 def handout_html(
     trace: object,
     heads: dict[str, tuple[Head, np.ndarray]],
-    scoreboard: tuple[Sequence[str], Sequence[Sequence[str]], str],
+    verdicts: Sequence[Verdict],
     definitions: str,
     model: str,
     text: str,
     lang: str = "en",
     cut: bool = False,
 ) -> str:
-    """The handout. ``heads``: kind -> ((layer, head), its attention map); ``scoreboard``: (column titles, rows,
-    summary line), already in the viewer's language; ``definitions``: the metric definitions' Markdown; ``text``:
-    what the analysis read (``tokens.analyzed_part``), ``cut`` when that is the beginning of a longer text."""
+    """The handout. ``heads``: kind -> ((layer, head), its attention map); ``verdicts``: the scoreboard's;
+    ``definitions``: the metric definitions' Markdown; ``text``: what the analysis read (``tokens.analyzed_part``),
+    ``cut`` when that is the beginning of a longer text."""
     tr = Text(lang)
-    figures = []
-    for kind, ((layer, head), weights) in heads.items():
-        title = tr(TITLES[kind], layer=layer, head=head, score=round(float(trace.heads[kind][layer, head]), 2))
-        figures.append(f'<figure><img alt="{html.escape(title)}" src="{attention_image(weights)}">'
-                       f"<figcaption>{html.escape(title)}</figcaption></figure>")  # fmt: skip
-    header, rows, summary = scoreboard
+    header, rows, summary = board(verdicts, lang)
+    rate = tr("handout.rate", rate=round(trace.sink_rate(), 1), n=trace.n_tokens, eps=DEFAULT_EPS,
+              threshold=KIND_THRESHOLD)  # fmt: skip
     return f"""<!doctype html>
 <html lang="{lang}"><head><meta charset="utf-8"><title>{html.escape(tr("handout.title"))}</title>
 <style>{FIGURES_CSS}{PRINT_CSS}</style></head><body>
@@ -110,26 +136,14 @@ def handout_html(
 <blockquote>{html.escape(visible(text))}</blockquote>
 {f'<p class="meta">{html.escape(tr("handout.cut", n=trace.n_tokens))}</p>' if cut else ""}
 <h2>{html.escape(tr("handout.rate_heading"))}</h2>
-<p>{
-        html.escape(
-            tr(
-                "handout.rate",
-                rate=round(trace.sink_rate(), 1),
-                n=trace.n_tokens,
-                eps=DEFAULT_EPS,
-                threshold=KIND_THRESHOLD,
-            )
-        )
-    }</p>
+<p>{html.escape(rate)}</p>
 <div class="overview">{head_map_html(trace.heads, "sink", lang=lang)}
 {kind_counts_html(trace.heads["kind"], lang=lang)}</div>
 <h2>{html.escape(tr("handout.heads_heading"))}</h2>
 <p>{html.escape(tr("handout.heads_note"))}</p>
-<div class="heads">{"".join(figures)}</div>
+<div class="heads">{heads_html(trace, heads, tr)}<div class="definitions">{definitions_html(definitions)}</div></div>
 <h2 class="new-page">{html.escape(tr("claims.title"))}</h2>
 {_table(rows, header)}
 <p>{html.escape(summary)}</p>
-<h2>{html.escape(tr("definitions.title"))}</h2>
-<div class="definitions">{definitions_html(definitions)}</div>
 </body></html>
 """
