@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from plotly.colors import get_colorscale, sample_colorscale
 from sinkscope import plot
+from sinkscope.core.i18n import Text
 from sinkscope.core.names import HEAD_METRICS
 from sinkscope.plot.html_figures import tick_step
 
@@ -38,7 +39,7 @@ def test_the_html_map_shows_what_the_plotly_map_shows() -> None:
     heads = hand_built_heads()
     figure, twin = read(plot.head_map_html(heads, "sink")), plot.fig_head_map(heads, "sink")
     np.testing.assert_array_equal(figure.values(), np.asarray(twin.data[0].z))
-    assert figure.title == twin.layout.title.text == "sink: attention to the first token"
+    assert figure.title == twin.layout.title.text.replace("<br>", " ") == "sink score: attention to the first token"
     titles = (twin.layout.xaxis.title.text, twin.layout.yaxis.title.text)
     assert (figure.texts["ss-x-title"], figure.texts["ss-y-title"]) == titles == ("head", "layer")
     assert figure.texts["ss-y-ticks"] == "0 1 2" and figure.texts["ss-x-ticks"] == "0 1"
@@ -47,7 +48,8 @@ def test_the_html_map_shows_what_the_plotly_map_shows() -> None:
 def test_hover_gives_every_metric_and_the_kind_in_the_viewers_language() -> None:
     figure = read(plot.head_map_html(hand_built_heads(), "sink", lang="pt"))
     tip = figure.cells[2]["title"].splitlines()  # layer 1, head 0
-    assert tip == ["camada 1, cabeça 0", "sink: 0,500", *[f"{m}: 0,250" for m in HEAD_METRICS[1:]], "tipo: diagonal"]
+    shown = [f"{Text('pt').metric(m)}: 0,250" for m in HEAD_METRICS[1:]]  # each metric by its Portuguese name
+    assert tip == ["camada 1, cabeça 0", "pontuação de sorvedouro: 0,500", *shown, "tipo: diagonal"]
     assert figure.texts["ss-x-title"] == "cabeça"
 
 

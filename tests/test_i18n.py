@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from sinkscope.core import i18n
 from sinkscope.core.bundled import BUNDLED, DEQUANTIZED, shown_label
+from sinkscope.core.names import HEAD_METRICS, LAYER_METRICS
 from sinkscope.course import STEPS
 from sinkscope.experiments.claims import CLAIMS
 from streamlit.testing.v1 import AppTest
@@ -150,6 +151,36 @@ def test_every_page_runs_in_every_language(page: str, lang: str, tiny_dir: str) 
     text.set_language("en")
     for element in at.get("plotly_chart"):  # ticks and hover numbers: "2,5", never "2.5"
         assert json.loads(element.proto.spec)["layout"]["separators"] == "".join(i18n.SEPARATORS[lang])
+    shown = [*(w for e in at.get("plotly_chart") for w in figure_words(json.loads(e.proto.spec))),
+             *(m.label for m in at.metric), *(str(c) for d in at.dataframe for c in d.value.columns)]  # fmt: skip
+    assert [words for words in shown if IDENTIFIER.search(words)] == []  # issue 51, item 5: display names
+
+
+IDENTIFIER = re.compile(
+    r"(?<![\w`])("
+    + "|".join(
+        sorted(
+            {*HEAD_METRICS, *LAYER_METRICS, "key_sink", "withheld", "value_norm_ratio", "output_norm", "gated"}
+            - {"diagonal", "massive"},
+            key=len,
+            reverse=True,
+        )
+    )
+    + r")(?![\w`])"
+)  # a metric's identifier ("diagonal" and "massive" are also pt and fr words)
+
+
+def figure_words(spec: dict) -> list[str]:
+    """Every text a reader sees on a figure: its title, axis titles, annotations, legend names, colour bar titles
+    and hover labels (their %{...} placeholders dropped)."""
+    layout = spec["layout"]
+    found = [layout.get("title", {}).get("text", "")]
+    found += [value.get("title", {}).get("text", "") for key, value in layout.items() if key[1:5] == "axis"]
+    found += [note.get("text", "") for note in layout.get("annotations", [])]
+    for trace in spec.get("data", []):
+        found += [trace.get("name", ""), trace.get("colorbar", {}).get("title", {}).get("text", "")]
+        found.append(re.sub(r"%\{[^}]*\}", "", trace.get("hovertemplate", "")))
+    return [words for words in found if words]
 
 
 def test_the_reads_nothing_axis_is_in_french(tiny_dir: str) -> None:
@@ -178,7 +209,7 @@ def test_the_explorer_in_french_uses_french_words_and_decimal_commas() -> None:
     assert "," in rate.value
     head_map = html_figure(at, "head_map")
     assert head_map.texts["ss-x-title"] == "tête"
-    assert head_map.cells[0]["title"].startswith("couche 0, tête 0\nsink: 0,")
+    assert head_map.cells[0]["title"].startswith("couche 0, tête 0\nscore de puits\u00a0: 0,")
     assert at.tabs[0].label == "Carte des têtes"
 
 

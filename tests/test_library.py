@@ -143,7 +143,7 @@ def test_pip_install_gives_a_working_cli_and_api_without_the_app(tmp_path: Path)
     )
     done = subprocess.run([sys.executable, "-c", code, str(target)], cwd=tmp_path, env=env, capture_output=True)
     assert done.returncode == 0, done.stderr.decode()
-    assert done.stdout.decode().split("\n")[0] == "(270, 9) sink: attention to the first token"
+    assert done.stdout.decode().split("\n")[0] == "(270, 9) sink score: attention to the first<br>token"
 
 
 def test_the_distribution_keeps_the_app_out_of_its_required_dependencies() -> None:

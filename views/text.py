@@ -53,6 +53,11 @@ def kind_label(kind: object) -> str:
     return Text(language()).kind(kind)
 
 
+def metric_label(metric: str) -> str:
+    """A metric's display name in this run's language (files and links keep the identifier)."""
+    return Text(language()).metric(metric)
+
+
 def say(what: Message | SinkscopeError) -> str:
     """An engine message or error, in this run's language."""
     return (what.message if isinstance(what, SinkscopeError) else what).text(language())

@@ -7,6 +7,7 @@ import streamlit as st
 from sinkscope import plot
 from sinkscope.core.bundled import BUNDLED, DEFAULT_MODEL
 from sinkscope.core.capture import Trace
+from sinkscope.core.i18n import Text
 from sinkscope.core.metrics import nan_mean, sink_rate
 from sinkscope.core.names import DEFAULT_EPS, HEAD_METRICS
 from sinkscope.plot.census_figures import fig_diff_map
@@ -91,7 +92,8 @@ def rates(a: Trace, b: Trace, eps: float) -> None:
 
 
 def head_maps(a: Trace, b: Trace) -> None:
-    metric = st.radio(t("explorer.colour_by"), HEAD_METRICS, horizontal=True, key="compare_metric", persist_state=KEEP)
+    metric = st.radio(t("explorer.colour_by"), HEAD_METRICS, horizontal=True, key="compare_metric", persist_state=KEEP,
+                      format_func=Text(language()).metric)  # fmt: skip
     left, right = st.columns(2)
     for column, prefix, trace in ((left, "a_", a), (right, "b_", b)):
         column.caption(t("compare.map_of", side=prefix[0].upper()))

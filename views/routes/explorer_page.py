@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capture import Trace
+from sinkscope.core.i18n import Text
 from sinkscope.core.metrics import (
     shown_metrics,
     value_scaled,
@@ -22,7 +23,7 @@ from sinkscope.findings.heads import kind_shares, kinds_seen
 from views.frame import Context
 from views.state import navigation, session, url_state
 from views.state.session import KEEP
-from views.text import kind_label, language, local_table, num, plain, say, t
+from views.text import kind_label, language, local_table, metric_label, num, plain, say, t
 from views.widgets import charts, head_picker, jobs
 from views.widgets.html_maps import clicked_head, head_map, kind_counts, picked_query
 from views.widgets.html_maps import lit_text as lit
@@ -39,7 +40,8 @@ def map_tab(trace: Trace) -> None:
     st.metric(label, t("explorer.of_heads", rate=num(trace.sink_rate(eps), ".1f")))
     st.caption(t("explorer.sink_rate_help"))
     metrics = shown_metrics(trace.heads)
-    metric = st.radio(t("explorer.colour_by"), metrics, horizontal=True, key="metric", persist_state=KEEP)
+    metric = st.radio(t("explorer.colour_by"), metrics, horizontal=True, key="metric", persist_state=KEEP,
+                      format_func=Text(language()).metric)  # fmt: skip
     left, right = st.columns([3, 2])
     with left:
         head_map(trace.heads, metric, key="head_map", on_click=open_clicked_head)
@@ -57,7 +59,8 @@ def map_tab(trace: Trace) -> None:
     st.page_link(navigation.page_at("origins"), label=t("explorer.to_origins"), icon=":material/genetics:")
     table = pd.DataFrame(trace.head_rows())
     shown = table[["layer", "head", *metrics]].assign(kind=table["kind"].map(kind_label))  # the CSV keeps English
-    shown = shown.rename(columns={"layer": t("fig.layer"), "head": t("fig.head"), "kind": t("explorer.kind")})
+    shown = shown.rename(columns={"layer": t("fig.layer"), "head": t("fig.head"), "kind": t("explorer.kind")}
+                         | {metric: metric_label(metric) for metric in metrics})  # fmt: skip
     widths = [50, 50, *[72] * len(metrics), 90]  # pixels: layer, head, the metrics, kind fit at 1024 px
     narrow = {column: st.column_config.Column(width=w) for column, w in zip(shown.columns, widths, strict=True)}
     st.dataframe(local_table(shown), hide_index=True, key="heads_table", height=320, column_config=narrow)
@@ -95,13 +98,14 @@ def window_of(n_tokens: int) -> tuple[slice, slice]:
 def head_summary(trace: Trace, layer: int, head: int) -> None:
     heads, learned = trace.heads, trace.learned_sinks
     cells = st.columns(5 if learned else 4)
-    cells[0].metric("sink", num(heads["sink"][layer, head]))
-    cells[1].metric("value_sink", num(heads["value_sink"][layer, head]))
+    cells[0].metric(metric_label("sink"), num(heads["sink"][layer, head]))
+    cells[1].metric(metric_label("value_sink"), num(heads["value_sink"][layer, head]))
     ratio = num(heads["value_norm_ratio"][layer, head], ".2f")
     cells[2].metric(t("explorer.value_ratio"), ratio, help=t("explorer.value_ratio_help"))
     head_picker.kind_cell(cells[3], heads["kind"][layer, head])
     if learned:
-        cells[4].metric("learned_sink", num(heads["learned_sink"][layer, head]), help=t("explorer.learned_help"))
+        cells[4].metric(metric_label("learned_sink"), num(heads["learned_sink"][layer, head]),
+                        help=t("explorer.learned_help"))  # fmt: skip
 
 
 def reads_map(weights: np.ndarray, value_norms: np.ndarray, value_units: bool, past_sink: bool) -> np.ndarray:

@@ -10,7 +10,7 @@ from sinkscope.findings.heads import sink_reading
 
 from views.frame import Context
 from views.state import session
-from views.text import language, num, percent, say, t
+from views.text import language, metric_label, num, percent, say, t
 from views.widgets import charts, head_picker, jobs, lessons
 
 
@@ -18,8 +18,8 @@ def one_head(request: session.Request, trace: Trace) -> None:
     heads = trace.heads
     layer, head = head_picker.pick_head(trace)
     cells = st.columns(4)
-    cells[0].metric("sink", num(heads["sink"][layer, head]), help=t("reads.sink"))  # short labels fit four columns
-    cells[1].metric("value_sink", num(heads["value_sink"][layer, head]), help=t("reads.value_sink"))
+    cells[0].metric(metric_label("sink"), num(heads["sink"][layer, head]), help=t("reads.sink"))
+    cells[1].metric(metric_label("value_sink"), num(heads["value_sink"][layer, head]), help=t("reads.value_sink"))
     ratio = num(heads["value_norm_ratio"][layer, head], ".2f")
     cells[2].metric(t("explorer.value_ratio"), ratio, help=t("explorer.value_ratio_help"))
     head_picker.kind_cell(cells[3], heads["kind"][layer, head])

@@ -6,9 +6,8 @@ import pandas as pd
 import streamlit as st
 from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import Trace
-from sinkscope.core.names import POLARIZE_VARIANTS
+from sinkscope.core.names import POLARIZE_VARIANTS, STATUS_KEYS
 from sinkscope.experiments import claims, interventions, kv_quant, stream_plan
-from sinkscope.experiments.verdicts import STATUS_KEYS
 
 from views.state import cache, session, url_state
 from views.text import say, t

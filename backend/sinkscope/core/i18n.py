@@ -30,6 +30,15 @@ KIND_KEYS = {
     "mixed": "kind.mixed",
     "none": "kind.none",
 }  # catalogue keys of sinkscope.core.names.Kind, and of a hybrid's layer without attention (names.NO_ATTENTION)
+METRIC_KEYS = {
+    "sink": "name.sink", "diagonal": "name.diagonal", "previous_token": "name.previous_token",
+    "entropy": "name.entropy", "value_sink": "name.value_sink", "learned_sink": "name.learned_sink",
+    "value_norm_ratio": "name.value_norm_ratio", "withheld": "name.withheld", "output_norm": "name.output_norm",
+    "top1": "name.top1", "top2": "name.top2", "top3": "name.top3", "median_abs": "name.median_abs",
+    "massive": "name.massive", "first_norm_ratio": "name.first_norm_ratio", "token_cosine": "name.token_cosine",
+    "token_cosine_scaled": "name.token_cosine_scaled", "bos_cosine": "name.bos_cosine",
+    "bos_cosine_raw": "name.bos_cosine_raw", "key_sink": "name.key_sink", "kind": "name.kind",
+}  # fmt: skip  # the display name of each metric of sinkscope.core.names (and key_sink), where a reader sees it
 
 
 @cache
@@ -145,6 +154,10 @@ class Text:
     def times(self, ratio: float) -> str:
         """``ratio`` as "2.5x more" or "2.5x less" in this language (``times``)."""
         return times(ratio).text(self.lang)
+
+    def metric(self, name: str) -> str:
+        """A metric's display name in this language (the identifier stays in files: CSV columns, the library)."""
+        return self(METRIC_KEYS[name]) if name in METRIC_KEYS else name
 
     def kind(self, kind: object) -> str:
         """A head kind (metrics.md's label) in this language."""

@@ -71,6 +71,9 @@ POLARIZE_VARIANTS: tuple[str, ...] = ("softmax", "softmax+1", "sigmoid", "relu",
 TASK_VARIANTS: tuple[str, ...] = ("softmax", "softmax+1", "sigmoid", "linear", "sink-logit", "gated")  # lab tasks
 LAB_TASKS: tuple[str, ...] = ("backcopy", "induction")  # sinkscope.lab.tasks, the default first
 COST_LENGTHS: tuple[int, ...] = (8, 16, 32, 64, 128, 256, 512, 1024)  # the T of sinkscope.experiments.cost's sweep
+STATUSES = ("reproduces", "partly", "differs", "not_measured")  # a claim's verdict (experiments.verdicts)
+STATUS_KEYS = {"reproduces": "claims.reproduces", "partly": "claims.partly", "differs": "claims.differs",
+               "not_measured": "claims.not_measured"}  # fmt: skip  # the catalogue key of each verdict's word
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda", "mps")
 
 

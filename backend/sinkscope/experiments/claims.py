@@ -17,7 +17,7 @@ import numpy as np
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message, times
 from sinkscope.core.loss import perplexity
-from sinkscope.core.names import DEFAULT_EPS
+from sinkscope.core.names import DEFAULT_EPS, STATUSES
 from sinkscope.experiments import cost, kv_check
 from sinkscope.experiments.interventions import DROP_FROM, Outcome
 from sinkscope.experiments.kv_check import KVCheck
@@ -25,7 +25,7 @@ from sinkscope.experiments.kv_quant import CLAIM_BITS, won_back
 from sinkscope.experiments.nudges import DIRECTIONS, QUARTERS, SPREAD, Spread
 from sinkscope.experiments.origin_claims import CORRELATES, FIRST_BLOCKS, from_origins
 from sinkscope.experiments.stream_plan import check_values
-from sinkscope.experiments.verdicts import STATUSES, Verdict, graded
+from sinkscope.experiments.verdicts import Verdict, graded
 from sinkscope.findings import words
 from sinkscope.findings.heads import sink_reading
 from sinkscope.findings.words import EXPLODES, LITTLE_WORSE, NEEDS_CONTEXT, READS

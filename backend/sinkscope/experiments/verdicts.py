@@ -6,10 +6,6 @@ from dataclasses import dataclass
 
 from sinkscope.core.i18n import Message
 
-STATUSES = ("reproduces", "partly", "differs", "not_measured")
-STATUS_KEYS = {"reproduces": "claims.reproduces", "partly": "claims.partly", "differs": "claims.differs",
-               "not_measured": "claims.not_measured"}  # fmt: skip  # the catalogue key of each verdict's word
-
 
 @dataclass(frozen=True)
 class Verdict:

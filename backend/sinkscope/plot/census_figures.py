@@ -104,7 +104,7 @@ def fig_diff_map(a: np.ndarray, b: np.ndarray, metric: str, lang: str = "en") ->
         )
     )  # fmt: skip
     fig.update_layout(
-        title=heading(tr("fig.diff_title", metric=metric)),
+        title=heading(tr("fig.diff_title", metric=tr.metric(metric))),
         xaxis={"title": tr("fig.head"), "dtick": 1},
         yaxis={"title": tr("fig.layer"), "autorange": "reversed"},
         height=max(320, 18 * a.shape[0] + 160),

@@ -67,7 +67,7 @@ def colorscale(metric: str) -> tuple[tuple[float, str], ...]:
 
 
 def head_map_title(metric: str, tr: Text) -> str:
-    return f"{metric}: {tr(TITLES[metric])}"
+    return tr("fig.named", name=tr.metric(metric), value=tr(TITLES[metric]))
 
 
 def fig_head_map(heads: dict[str, np.ndarray], metric: str, lang: str = "en") -> go.Figure:
@@ -83,7 +83,7 @@ def fig_head_map(heads: dict[str, np.ndarray], metric: str, lang: str = "en") ->
     shown = shown_metrics(heads)
     custom = np.stack([heads[m] for m in shown], axis=-1).reshape(-1, len(shown))  # (cell, metric)
     kinds = np.vectorize(tr.kind)(heads["kind"]).ravel()
-    lines = [f"{m}: %{{customdata[{i}]:.3f}}" for i, m in enumerate(shown)]
+    lines = [tr("fig.named", name=tr.metric(m), value=f"%{{customdata[{i}]:.3f}}") for i, m in enumerate(shown)]
     fig = go.Figure(
         go.Heatmap(
             z=values,
@@ -92,7 +92,7 @@ def fig_head_map(heads: dict[str, np.ndarray], metric: str, lang: str = "en") ->
             zmin=0,
             zmax=1,
             colorscale=colorscale(metric),
-            colorbar={"title": {"text": metric}},
+            colorbar={"title": {"text": tr.metric(metric)}},
             hoverinfo="skip",
         )
     )

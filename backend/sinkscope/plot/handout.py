@@ -18,9 +18,8 @@ from markdown_it import MarkdownIt
 from PIL import Image
 
 from sinkscope.core.i18n import Text
-from sinkscope.core.names import DEFAULT_EPS, KIND_THRESHOLD
+from sinkscope.core.names import DEFAULT_EPS, KIND_THRESHOLD, STATUS_KEYS, STATUSES
 from sinkscope.core.tokens import visible
-from sinkscope.experiments.verdicts import STATUS_KEYS, STATUSES, Verdict
 from sinkscope.plot.html_figures import FIGURES_CSS, head_map_html, kind_counts_html
 from sinkscope.plot.slides import TITLES, Head
 
@@ -82,9 +81,10 @@ def definitions_html(markdown: str, shown: Sequence[str] = PRINTED_METRICS) -> s
     return MarkdownIt("commonmark").enable("table").render(kept)
 
 
-def board(verdicts: Sequence[Verdict], lang: str) -> tuple[list[str], list[list[str]], str]:
+def board(verdicts: Sequence[object], lang: str) -> tuple[list[str], list[list[str]], str]:
     """The scoreboard as it prints: (column titles, one row per claim: the claim, its verdict's word and what was
-    measured here, the summary line); the reasons and the evidence stay on the scoreboard page."""
+    measured here, the summary line); the reasons and the evidence stay on the scoreboard page. ``verdicts``:
+    ``experiments.verdicts.Verdict`` (claim, status, measured), which figures never import."""
     tr = Text(lang)
     rows = [[tr(f"claims.{v.claim}"), tr(STATUS_KEYS[v.status]), v.measured.text(lang) if v.measured else "—"]
             for v in verdicts]  # fmt: skip
@@ -114,7 +114,7 @@ def heads_html(trace: object, heads: dict[str, tuple[Head, np.ndarray]], tr: Tex
 def handout_html(
     trace: object,
     heads: dict[str, tuple[Head, np.ndarray]],
-    verdicts: Sequence[Verdict],
+    verdicts: Sequence[object],
     definitions: str,
     model: str,
     text: str,

@@ -29,7 +29,9 @@ def cell_tip(heads: dict[str, np.ndarray], layer: int, head: int, tr: Text) -> s
     lines = [tr("fig.head_tip", layer=layer, head=head)]
     if heads["kind"][layer, head] == NO_ATTENTION:  # a hybrid's Mamba or linear layer: nothing was measured
         return "\n".join([*lines, tr.kind(NO_ATTENTION)])
-    lines += [f"{m}: {tr.num(float(heads[m][layer, head]))}" for m in shown_metrics(heads)]
+    lines += [
+        tr("fig.named", name=tr.metric(m), value=tr.num(float(heads[m][layer, head]))) for m in shown_metrics(heads)
+    ]
     lines.append(tr("fig.kind_tip", kind=tr.kind(heads["kind"][layer, head])))
     return "\n".join(lines)
 
@@ -46,7 +48,7 @@ def colour_bar(metric: str, tr: Text) -> str:
     ramp = ", ".join(f"{colour} {100 * position:g}%" for position, colour in colorscale(metric))
     ticks = "".join(f'<span style="bottom:{100 * v:g}%">{tr.num(v, ".1f")}</span>' for v in BAR_TICKS)
     return (
-        f'<div class="ss-bar-title">{html.escape(metric)}</div>'
+        f'<div class="ss-bar-title">{html.escape(tr.metric(metric))}</div>'
         f'<div class="ss-bar"><div class="ss-ramp" style="background:linear-gradient(to top, {ramp})"></div>'
         f"{ticks}</div>"
     )
@@ -95,7 +97,7 @@ def tick_step(most: int, ticks: int = 5) -> int:
 
 def layer_bar(counts: dict[str, int], layer: int, n_heads: int, tr: Text) -> str:
     """One layer's stacked bar, the first kind at the bottom; hover gives every kind's count."""
-    tip = "\n".join([tr("fig.layer_tip", layer=layer)] + [f"{tr.kind(k)}: {n}" for k, n in counts.items()])
+    tip = "\n".join([tr("fig.layer_tip", layer=layer)] + [tr("fig.named", name=tr.kind(k), value=n) for k, n in counts.items()])
     parts = "".join(
         f'<i style="height:{100 * n / n_heads:g}%;background:{KIND_COLORS[k]}"></i>' for k, n in counts.items() if n
     )

@@ -74,7 +74,7 @@ def fig_magnitudes(layers: dict[str, np.ndarray], lang: str = "en") -> go.Figure
     """The three largest |h| of each residual layer against its median (log): where massive activations appear."""
     tr = Text(lang)
     depth = list(range(len(layers["top1"])))
-    series = {name: layers[name].tolist() for name in ("top1", "top2", "top3", "median_abs")}
+    series = {tr.metric(name): layers[name].tolist() for name in ("top1", "top2", "top3", "median_abs")}
     return fig_lines(depth, series, tr("massive.top_title"), tr("massive.layer_axis"), "|h| (log)", log_y=True)
 
 

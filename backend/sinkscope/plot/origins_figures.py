@@ -41,7 +41,7 @@ def fig_key_map(key_sink: np.ndarray, tokens: list[str], lang: str = "en", skip_
             zmin=0,
             zmax=None if skip_first else 1,
             colorscale="Reds",
-            colorbar={"title": {"text": "key_sink"}},
+            colorbar={"title": {"text": tr.metric("key_sink")}},
             hovertemplate=tr("fig.key_hover") + "<extra></extra>",
         )
     )
