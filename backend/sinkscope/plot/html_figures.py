@@ -97,7 +97,8 @@ def tick_step(most: int, ticks: int = 5) -> int:
 
 def layer_bar(counts: dict[str, int], layer: int, n_heads: int, tr: Text) -> str:
     """One layer's stacked bar, the first kind at the bottom; hover gives every kind's count."""
-    tip = "\n".join([tr("fig.layer_tip", layer=layer)] + [tr("fig.named", name=tr.kind(k), value=n) for k, n in counts.items()])
+    counted = [tr("fig.named", name=tr.kind(kind), value=n) for kind, n in counts.items()]
+    tip = "\n".join([tr("fig.layer_tip", layer=layer), *counted])
     parts = "".join(
         f'<i style="height:{100 * n / n_heads:g}%;background:{KIND_COLORS[k]}"></i>' for k, n in counts.items() if n
     )
