@@ -69,9 +69,9 @@ def test_seventeen_flags_of_one_activation_are_one_activation() -> None:
     found = residual.massive(flags(17, [(0, 507)]), layers)
     assert (found.flags, found.cells, found.layers, found.on_first) == (17, ((0, 507),), tuple(range(2, 19)), 17)
     said = residual.counted(found).text("en")
-    assert said.startswith("17 flags over the threshold in 17 layers (h^2 to h^18), and they are 1 activation")
+    assert said.startswith("17 flags over the threshold in 17 layers (h² to h¹⁸), one activation")
     assert "channel 507 of token 0" in said and said.endswith("17 of the 17 flags sit on the first token.")
-    assert "1 ativação seguida" in residual.counted(found).text("pt")
+    assert "uma só ativação seguida" in residual.counted(found).text("pt")
     two = residual.massive(flags(3, [(0, 507), (5, 9)]), layers)
     assert (two.flags, len(two.cells), two.on_first) == (6, 2, 3)
     assert "2 distinct activations" in residual.counted(two).text("en")
@@ -86,7 +86,7 @@ def test_before_the_first_flag_a_state_can_already_be_huge() -> None:
     assert (found.peak, found.huge_layer, round(found.huge_ratio)) == (2, 1, 668)
     assert found.early and found.huge
     said = found.said().text("en")
-    assert "They are already huge there: h^1 holds 802, 668 times its median |h|" in said
+    assert "They are already huge there: h¹ holds 802, 668 times its median |h|" in said
     assert "before any channel of it is huge" not in said
     quiet = residual.sink_before({"sink": sink}, {**layers, "top1": np.array([0.9, 30.0, 40.0, 25000.0])}, 3)
     assert not quiet.huge and "No channel is huge there yet" in quiet.said().text("en")

@@ -100,7 +100,8 @@ def test_numbers_follow_the_language() -> None:
         text.set_language("fr")
         assert text.num(0.25) == "0,250"
         assert text.t("explorer.of_heads", rate=text.num(70.0, ".1f")) == "70,0\u00a0% des têtes"
-        assert text.num(-0.001, ".2f") == "0,00" and text.num(-0.01, ".2f") == "-0,01"  # no sign on a rounded zero
+        assert text.num(-0.001, ".2f") == "0,00"  # no sign on a rounded zero
+        assert text.num(-0.01, ".2f") == "\u22120,01"  # issue 51: a true minus sign, not the hyphen
     finally:
         text.set_language("en")
 
@@ -317,7 +318,7 @@ def test_a_sliders_decimals_are_written_the_languages_way(lang: str, tiny_dir: s
     eps = at.select_slider(key="eps")
     assert eps.value == 0.3 and "0,30" in eps.options and "0.30" not in eps.options
     at = open_page("softmax", lang, tiny_dir)
-    assert "-1,8" in at.select_slider(key="sm_bias").options
+    assert "\u22121,8" in at.select_slider(key="sm_bias").options  # a true minus sign
 
 
 @pytest.mark.parametrize("lang", i18n.LANGUAGES)
@@ -329,8 +330,9 @@ def test_every_plural_in_a_catalogue_has_its_other_form_and_renders_for_one_and_
         for name, spec in re.findall(r"\{(\w+):([^}]*=[^}]*)\}", said):
             assert "other=" in spec, (key, name)
         names = set(re.findall(r"\{(\w+)[:}]", said))
+        exponents = set(re.findall(r"\{(\w+):sup\}", said))  # h{layer:sup}: a layer, an integer
         for n in (0, 1, 2, 1_000_000) if counts else ():
-            values = {name: (n if name in counts else 0.5) for name in names}
+            values = {name: (n if name in counts | exponents else 0.5) for name in names}
             assert "{" not in tr(key, **values), key
 
 

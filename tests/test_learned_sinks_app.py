@@ -46,7 +46,7 @@ def test_one_head_draws_the_learned_sink_as_a_ghost_column_left_of_the_first_tok
     np.testing.assert_allclose(rows[:, 0], maps.learned[3], atol=1e-6)
     np.testing.assert_allclose(np.nansum(rows, axis=1), 1.0, atol=1e-5)  # a row and its ghost: one unit
     shown = {m.label: m.value for m in app.metric}
-    assert float(shown["learned_sink"]) == pytest.approx(trace.heads["learned_sink"][2, 3], abs=1e-3)
+    assert float(shown["learned sink"]) == pytest.approx(trace.heads["learned_sink"][2, 3], abs=1e-3)
     assert any("ghost column" in c.value for c in app.caption)
 
 
@@ -54,11 +54,11 @@ def test_the_head_map_can_be_coloured_by_the_learned_sink_only_where_there_is_on
     gpt_oss_dir: str, tiny_dir: str
 ) -> None:
     app = opened(gpt_oss_dir)
-    assert "learned_sink" in app.radio(key="metric").options
+    assert "learned sink" in app.radio(key="metric").options  # its display name
     app.radio(key="metric").set_value("learned_sink").run()
     trace = analyze(load_model(gpt_oss_dir), TEXT)
     np.testing.assert_allclose(html_figure(app, "head_map").values(), trace.heads["learned_sink"], atol=1e-3)
-    assert "learned_sink" not in opened(tiny_dir).radio(key="metric").options  # plain softmax: exactly 0
+    assert "learned sink" not in opened(tiny_dir).radio(key="metric").options  # plain softmax: exactly 0
 
 
 def test_the_softmax_lesson_shows_what_the_models_sink_logit_absorbs(gpt_oss_dir: str) -> None:

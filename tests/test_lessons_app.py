@@ -120,8 +120,8 @@ def test_massive_page_zeroing_hurts_more_than_setting_the_mean() -> None:
     found = re.search(r"Layers 0–(\d+) read only states with no activation over the threshold .* layer (\d+),? "
                       r"(already )?has a mean sink score of ([\d.]+)", said)  # fmt: skip
     assert found and int(found[2]) <= int(found[1])
-    assert "17 flags over the threshold in 17 layers (h^12 to h^28), and they are 1 activation" in said  # T7
-    assert any("first flagged activation appears in h^12, of h^0 … h^30" in c.value for c in at.caption)
+    assert "17 flags over the threshold in 17 layers (h¹² to h²⁸), one activation" in said  # T7
+    assert any("first flagged activation appears in h¹², of h⁰ … h³⁰" in c.value for c in at.caption)
     assert len(table(at, "channel")) > 0
     assert chart(at, "ma_top")["layout"]["yaxis"]["type"] == "log"
     submit(at, "Run the intervention")

@@ -134,7 +134,7 @@ def test_hidden_states_that_overflow_stop_the_analysis() -> None:
     for weight in (model.model.layers[1].mlp.up_proj.weight, model.model.layers[1].mlp.down_proj.weight):
         weight.data.fill_(1e38)  # finite weights whose products are not
     loaded = LoadedModel(model, None, model_info(model, "overflow", "overflow"))
-    with pytest.raises(ModelLoadError, match=r"h\^2 holds NaN or infinite values in float32"):
+    with pytest.raises(ModelLoadError, match=r"h² holds NaN or infinite values in float32"):
         analyze_ids(loaded, [5, 6, 7, 8])
 
 

@@ -43,8 +43,8 @@ def test_the_sink_is_said_to_appear_where_it_does_before_the_write_that_makes_th
     found = origins.sink_phases(trace)
     assert (found.phases, found.onset, found.massive_from) == (((3, 5), (8, 9)), 3, 8)
     said = found.said().text("en")
-    assert "in layers 3–5, 8–9" in said and "layer 3, reads h^3, built by blocks 0–2" in said
-    assert "massive activation appears only later, in h^8" in said
+    assert "in layers 3–5, 8–9" in said and "layer 3, reads h³, built by blocks 0–2" in said
+    assert "massive activation appears only later, in h⁸" in said
     verdict = origin_claims.built_early(trace)
     assert verdict.measured.text("en") == said  # the scoreboard reads the same finding
     step = reveals.of_origins(trace, None)
@@ -54,7 +54,7 @@ def test_the_sink_is_said_to_appear_where_it_does_before_the_write_that_makes_th
 def test_a_sink_that_follows_the_massive_activation_is_said_to() -> None:
     trace = layered([0.0, 0.0, 0.6, 0.7], massive_layer=1)
     said = origins.sink_phases(trace).said().text("en")
-    assert "layer 2, reads h^2, built by blocks 0–1" in said and "is already there: it appears in h^1" in said
+    assert "layer 2, reads h², built by blocks 0–1" in said and "is already there: it appears in h¹" in said
     assert origins.sink_phases(layered([0.6, 0.1], None)).said().text("en").endswith("no massive activation on "
                                                                                       "this text.")  # fmt: skip
     assert "built by no block (it is the embedding)" in origins.sink_phases(layered([0.6], None)).said().text("en")

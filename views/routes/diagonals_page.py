@@ -4,6 +4,7 @@ import numpy as np
 import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capture import Trace
+from sinkscope.core.i18n import state
 from sinkscope.core.metrics import nan_mean
 from sinkscope.experiments import claims, interventions
 from sinkscope.experiments.interventions import Outcome
@@ -22,7 +23,7 @@ def depth(trace: Trace) -> None:
     entropy = nan_mean(trace.heads["entropy"], axis=1)
     charts.show(plot.fig_smoothing_depth(trace.layers, entropy, lang=language()), "dg_depth")
     away = np.flatnonzero(trace.layers["bos_cosine"] <= 0)
-    where = ", ".join(f"h^{layer}" for layer in away) if away.size else t("diag.no_layer")
+    where = ", ".join(state(int(layer)) for layer in away) if away.size else t("diag.no_layer")
     st.caption(t("diag.depth_help", where=where))
 
 

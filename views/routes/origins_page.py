@@ -7,6 +7,7 @@ import streamlit as st
 from sinkscope import plot
 from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import Trace
+from sinkscope.core.i18n import states
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.core.writes import PARTS
 from sinkscope.experiments import elsewhere, qk, writes
@@ -32,7 +33,7 @@ def secondary(trace: Trace) -> None:
                  raised=origins.RAISED))  # fmt: skip
     if not found.sinks:
         return
-    rows = [{t("origins.col_token"): f"{s.position}:{s.token}", t("origins.col_layers"): f"h^{s.first}–h^{s.last}",
+    rows = [{t("origins.col_token"): f"{s.position}:{s.token}", t("origins.col_layers"): states([(s.first, s.last)]),
              t("origins.col_lifetime"): s.lifetime, "key_sink": s.key_sink, t("origins.col_mlp_norm"): s.mlp_norm,
              t("origins.col_mlp_cos"): s.mlp_cos, t("origins.col_within"): "✓" if s in found.within else ""}
             for s in found.sinks]  # fmt: skip

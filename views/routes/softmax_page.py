@@ -6,6 +6,7 @@ import streamlit as st
 from sinkscope import plot
 from sinkscope.core import metrics
 from sinkscope.core.capture import Trace
+from sinkscope.core.i18n import MINUS
 from sinkscope.core.tokens import token_labels
 from sinkscope.findings import sources
 
@@ -50,7 +51,8 @@ def _match_preset() -> None:
 
 
 def parse_scores(text: str) -> np.ndarray:
-    """'1, 2.5, -3' or '1; 2,5; -3' -> array; ValueError with a message a person can act on."""
+    """'1, 2.5, -3' or '1; 2,5; −3' -> array; ValueError with a message a person can act on."""
+    text = text.replace(MINUS, "-")  # the minus sign the presets are written with, or one pasted from a page
     if ";" in text:
         text = text.replace(",", ".").replace(";", ",")  # semicolons separate: commas are decimal points
     parts = [p for p in text.split(",") if p.strip()]

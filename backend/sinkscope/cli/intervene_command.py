@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sinkscope.cli.arguments import UsageError, finite, ids_of, load, model_options, ranged, text_options
+from sinkscope.core.i18n import state
 
 FORCE_CHOICES = {
     f"{source}-to-{target}": (source, target)
@@ -43,7 +44,7 @@ def _changes(args: argparse.Namespace, loaded: object, ids: list[int]) -> list[o
         raise UsageError(f"--drop-first {args.drop_first} drops every key of this {len(ids)}-token text.")
     if args.from_layer > loaded.info.n_layers:
         raise UsageError(
-            f"--from-layer {args.from_layer} is past this model's last layer output (h^{loaded.info.n_layers})."
+            f"--from-layer {args.from_layer} is past this model's last layer output ({state(loaded.info.n_layers)})."
         )
     changes: list[object] = []
     if args.drop_first:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -22,6 +23,20 @@ from babel.numbers import NumberPattern, format_percent, get_decimal_symbol, get
 LOCALES = Path(__file__).resolve().parent.parent / "locales"
 LANGUAGES = {"en": "English", "fr": "Français", "pt": "Português"}
 DEFAULT = "en"
+SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+MINUS = "\u2212"  # a number's minus sign, as typesetting writes it (not the hyphen)
+
+
+def state(layer: int) -> str:
+    """The residual state h^layer as notation writes it: h¹²."""
+    return "h" + str(layer).translate(SUPERSCRIPTS)
+
+
+def states(runs: Iterable[tuple[int, int]]) -> str:
+    """Runs of residual states, "h³–h⁹, h¹²–h²⁸", or a dash where there is none (never empty parentheses)."""
+    return ", ".join(f"{state(first)}–{state(last)}" for first, last in runs) or "—"
+
+
 SEPARATORS = {code: (get_decimal_symbol(code), get_group_symbol(code)) for code in LANGUAGES}  # (decimal, thousands)
 KIND_KEYS = {
     "sink": "kind.sink",
@@ -132,7 +147,7 @@ class Text:
             places = int(spec.rstrip("f").split(".")[-1] or 0)
             value, pattern = round(value, places), "#,##0" + ("." + "0" * places if places else "")
         value = 0.0 if value == 0 else value  # a value that rounds to zero has no sign: "-0.00" reads as a bug
-        written = decimal(value, pattern, self.code)
+        written = decimal(value, pattern, self.code).replace("-", MINUS)
         return ("+" + written) if spec.startswith("+") and value >= 0 else written
 
     def _local_symbols(self, written: str) -> str:
@@ -193,5 +208,7 @@ class Count:
     def __format__(self, spec: str) -> str:
         if not spec:
             return decimal(self.value, "#,##0", self.text.code)
+        if spec == "sup":  # h{layer:sup}: the residual state h¹², an exponent as notation writes it
+            return str(self.value).translate(SUPERSCRIPTS)
         forms = dict(form.split("=", 1) for form in spec.split("|"))
         return self.text.plural(self.value, forms)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from sinkscope.core.capture import Trace
-from sinkscope.core.i18n import Message
+from sinkscope.core.i18n import Message, states
 from sinkscope.experiments.verdicts import Verdict, graded
 from sinkscope.findings.origins import SecondarySink, secondary_sinks, sink_phases
 
@@ -31,7 +31,7 @@ def secondary_claim(trace: Trace) -> Verdict:
     """A secondary sink within the rescaled lifetime bounds (reproduces when it also takes more attention than the
     typical key, partly when not)."""
     found = secondary_sinks(trace)
-    spans = ", ".join(f"h^{first}–h^{last}" for first, last in found.raised) or "—"
+    spans = states(found.raised)
     evidence = Message.of("claims.evidence.secondary", runs=len(found.sinks), tokens=trace.n_tokens, spans=spans)
     if not found.within:
         measured = Message.of("claims.yours.no_secondary", runs=len(found.sinks))

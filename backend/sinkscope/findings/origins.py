@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sinkscope.core.capture import Trace
-from sinkscope.core.i18n import Message
+from sinkscope.core.i18n import Message, states
 from sinkscope.core.names import DEFAULT_EPS
 
 SINK_LIKE = 0.9  # |cos(h^l[j], h^l[0])| over this: token j's state is sink-like in layer l
@@ -80,7 +80,7 @@ class Secondary:
 
     def said(self) -> Message:
         low, high = self.bounds
-        spans = ", ".join(f"h^{first}–h^{last}" for first, last in self.raised)
+        spans = states(self.raised)
         if not self.within:
             return Message.of("origins.no_secondary", spans=spans, low=round(low, 1), high=round(high, 1),
                               found=len(self.sinks), like=SINK_LIKE)  # fmt: skip
