@@ -78,9 +78,11 @@ def coloured(text: str, colour: str) -> str:
 
 
 def local_figure(figure: go.Figure) -> go.Figure:
-    """A Plotly figure whose tick labels and hover numbers use the language's separators (2,5 in French)."""
+    """A Plotly figure whose tick labels and hover numbers use the language's separators (2,5 in French), with
+    whole numbers on its ticks ("10 000", never the SI "10k")."""
     decimal, thousands = SEPARATORS[language()]
-    return figure.update_layout(separators=decimal + thousands)
+    whole = {"exponentformat": "none", "separatethousands": True}
+    return figure.update_layout(separators=decimal + thousands).update_xaxes(**whole).update_yaxes(**whole)
 
 
 def local_table(table: pd.DataFrame, precision: int = 4) -> pd.DataFrame | Styler:

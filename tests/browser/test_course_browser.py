@@ -77,10 +77,13 @@ def test_a_teacher_shares_a_step_unanswered_and_a_bad_step_is_named(page: Page, 
 
 FIGURE_JS = """() => {
   const chart = document.querySelector('.stPlotlyChart'), box = chart.getBoundingClientRect();
-  const ticks = [...chart.querySelectorAll('.xtick text, .ytick text')]
-    .map(tick => parseFloat(getComputedStyle(tick).fontSize));
-  return {height: box.height, bottom: box.bottom, smallest_tick: Math.min(...ticks)};
+  const size = selector => [...chart.querySelectorAll(selector)].map(e => parseFloat(getComputedStyle(e).fontSize));
+  const prose = [...document.querySelectorAll('[data-testid="stMain"] [data-testid="stMarkdownContainer"] p')]
+    .map(e => parseFloat(getComputedStyle(e).fontSize));
+  return {height: box.height, bottom: box.bottom, smallest_tick: Math.min(...size('.xtick text, .ytick text')),
+          smallest_legend: Math.min(...size('.legendtext'), 99), smallest_prose: Math.min(...prose)};
 }"""
+PROJECTED = 20  # px: text and legends a room reads on a 1080p projector (issue 51, item 6)
 
 
 @pytest.mark.parametrize(("width", "height"), [(1280, 720), (1920, 1080)])
@@ -99,10 +102,19 @@ def test_the_presenter_view_hides_the_controls_and_cuts_nothing(browser: Browser
             found[f"step {step}"] = layout_problems(page)
             figure = page.evaluate(FIGURE_JS)
             assert figure["smallest_tick"] >= 18, figure  # item 6: read from the back of the room
+            assert figure["smallest_legend"] >= PROJECTED, figure
             if height >= 1080:  # the figure fills its column, down to the figure menu and the buttons
                 assert figure["height"] >= 0.6 * height and figure["bottom"] >= 0.8 * height, figure
+                assert figure["smallest_prose"] >= PROJECTED, figure
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / f"presenter_step{step}_{width}x{height}.png"))
+        claims = "." * (len(STEPS) - 1) + "most"  # the scoreboard step: a table, no figure
+        page.goto(f"{app_url}/course?lang=fr&step={len(STEPS)}&answers={claims}&present=1")
+        settled(page, sidebar=False)
+        expect(page.locator("table").first).to_be_visible(timeout=LOAD)
+        found["scoreboard"] = layout_problems(page)  # no column cut off
+        tall = page.evaluate("() => document.documentElement.scrollHeight")
+        assert tall <= 4 * height, tall  # 8,659 px at 1280x720 before: its rows a line or two now
         assert {where: problems for where, problems in found.items() if problems} == {}
     finally:
         context.close()

@@ -139,7 +139,7 @@ def lab(request: session.Request, trace: Trace) -> Shown:
 
 def scoreboard_step(request: session.Request, trace: Trace) -> Shown:
     verdicts = scoreboard.measured(request, trace)
-    scoreboard.table(verdicts)
+    scoreboard.table(verdicts, scoreboard.PROJECTED if presenter.presenting() else tuple(scoreboard.COLUMNS))
     return reveals.of_claims(verdicts), None
 
 

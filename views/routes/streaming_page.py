@@ -29,13 +29,18 @@ DEFAULT_TOKENS = 256  # the 60-token window evicts for 190 tokens: the jump show
 PAPER_POLICIES = ["stream.paper_dense", "stream.paper_window", "stream.paper_recompute", "stream.paper_sinks"]
 
 
+def as_printed(values: list[float]) -> list[str]:
+    """A paper's perplexities as it prints them, in the viewer's language: 5,158 and 5.40 in one column."""
+    return [num(value, ",.0f" if value == int(value) else ",.2f") for value in values]
+
+
 def paper_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
     """Xiao et al.'s numbers, with headers in the interface language."""
     policies = {
         t("stream.paper_policy"): [t(key) for key in PAPER_POLICIES],
-        t("stream.paper_ppl13"): [5641, 5158, 5.43, 5.40],
+        t("stream.paper_ppl13"): as_printed([5641, 5158, 5.43, 5.40]),
     }
-    sinks = {t("stream.paper_s"): SINK_CHOICES, t("stream.paper_ppl7"): [3359.95, 11.88, 10.51, 9.59, 9.54]}
+    sinks = {t("stream.paper_s"): SINK_CHOICES, t("stream.paper_ppl7"): as_printed([3359.95, 11.88, 10.51, 9.59, 9.54])}
     return pd.DataFrame(policies), pd.DataFrame(sinks)
 
 

@@ -13,9 +13,9 @@ CSS = """<style>
 [data-testid="stMainBlockContainer"] {max-width: 100%; padding: 1rem 3rem 2rem 3rem;}
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] li,
-[data-testid="stMain"] label p {font-size: 1.3rem; line-height: 1.45;}
-[data-testid="stMain"] h1 {font-size: 2.2rem; padding-top: 0;}
-[data-testid="stMain"] h3 {font-size: 1.7rem;}
+[data-testid="stMain"] label p, [data-testid="stMain"] table {font-size: clamp(1.3rem, 1.45vw, 2rem); line-height: 1.45;}
+[data-testid="stMain"] h1 {font-size: clamp(2.2rem, 2.4vw, 3.2rem); padding-top: 0;}
+[data-testid="stMain"] h3 {font-size: clamp(1.7rem, 1.9vw, 2.6rem);}
 [data-testid="stColumn"]:has(.stPlotlyChart) {min-height: calc(ROOM);}
 </style>"""
 
@@ -34,9 +34,12 @@ def projected(fig: go.Figure) -> go.Figure:
     if not presenting():
         return fig
     big = {"size": FIGURE_FONT}
-    shown = go.Figure(fig).update_layout(height=SMALLEST, autosize=True, font=big, title_font=big)
+    shown = go.Figure(fig).update_layout(height=SMALLEST, autosize=True, font=big, title_font=big, legend_font=big)
+    if not any(trace.type == "heatmap" for trace in shown.data):  # a heatmap's title has its room already
+        shown.update_layout(title={"automargin": True, "yref": "container"})  # a wrapped title clears the plot
     shown.update_xaxes(tickfont=big, title_font=big).update_yaxes(tickfont=big, title_font=big)
-    return shown.update_traces(colorbar={"tickfont": big}, selector={"type": "heatmap"})
+    shown.update_annotations(font=big)
+    return shown.update_traces(colorbar={"tickfont": big, "title": {"font": big}}, selector={"type": "heatmap"})
 
 
 def figure_height() -> str:

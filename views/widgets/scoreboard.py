@@ -129,13 +129,17 @@ def summary(verdicts: list[claims.Verdict]) -> str:
     return t("claims.summary", total=len(verdicts), **counts)
 
 
-def table(verdicts: list[claims.Verdict]) -> None:
-    """One row per claim, the verdict beside the claim; a static table, so long cells wrap at any width. The
-    links carry this view (language, text, model, head), so the page opens on what was measured here."""
+PROJECTED = ("claim", "verdict", "yours")  # what a projector shows of the scoreboard: a row a line or two
+
+
+def table(verdicts: list[claims.Verdict], shown: tuple[str, ...] = tuple(COLUMNS)) -> None:
+    """One row per claim, the verdict beside the claim, in the ``shown`` columns; a static table, so long cells wrap
+    at any width. The links carry this view (language, text, model, head), so the page opens on what was measured
+    here."""
     query = url_state.current_query()
     rows = [
         {t(COLUMNS[name]): f"[{t('claims.open')}](/{value}?{query})" if name == "page" else value
-         for name, value in cells(v).items()}
+         for name, value in cells(v).items() if name in shown}
         for v in verdicts
     ]  # fmt: skip
     st.table(pd.DataFrame(rows).set_index(t(COLUMNS["claim"])))
