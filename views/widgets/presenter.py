@@ -13,7 +13,8 @@ CSS = """<style>
 [data-testid="stMainBlockContainer"] {max-width: 100%; padding: 1rem 3rem 2rem 3rem;}
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] p,
 [data-testid="stMain"] [data-testid="stMarkdownContainer"] li,
-[data-testid="stMain"] label p, [data-testid="stMain"] table {font-size: clamp(1.3rem, 1.45vw, 2rem); line-height: 1.45;}
+[data-testid="stMain"] label p,
+[data-testid="stMain"] table {font-size: clamp(1.3rem, 1.45vw, 2rem); line-height: 1.45;}
 [data-testid="stMain"] h1 {font-size: clamp(2.2rem, 2.4vw, 3.2rem); padding-top: 0;}
 [data-testid="stMain"] h3 {font-size: clamp(1.7rem, 1.9vw, 2.6rem);}
 [data-testid="stColumn"]:has(.stPlotlyChart) {min-height: calc(ROOM);}
