@@ -11,13 +11,14 @@ import re
 import numpy as np
 import pytest
 from sinkscope.core.capture import Trace
-from sinkscope.core.i18n import LANGUAGES, Text, catalogue
+from sinkscope.core.i18n import LANGUAGES, Text, catalogue, states
 from sinkscope.core.metrics import MASSIVE_RATIO
 from sinkscope.core.names import DEFAULT_EPS, KIND_THRESHOLD
 from sinkscope.course import STEPS, reveals
 from sinkscope.experiments import origin_claims, stream_plan
 from sinkscope.experiments.claims import CLAIMS
 from sinkscope.findings import heads, origins
+from sinkscope.plot import fig_lines
 
 from tests.helpers import ROOT
 
@@ -188,3 +189,13 @@ def test_questions_ask_and_claims_cite_in_every_language(lang: str) -> None:
             assert "?" in texts[key], (key, texts[key])
         elif role == "claim" and key not in claim_titles and not re.search(r"published|paper|source", key):
             assert CITES.search(texts[key]), (key, texts[key])  # a claim's own row cites it in "published"
+
+
+def test_what_a_new_user_met_in_english_reads_as_a_number_or_a_dash() -> None:
+    """Language items: "nan% of heads" on a one-token text, "norm is raised ()" with nothing inside, a two-layer
+    model's layer axis at -0.5 and 1.5, a hyphen for a minus sign."""
+    tr = Text("en")
+    assert tr.percent(float("nan")) == "—" and tr.num(float("nan")) == "—" and tr.num(-0.27, ".2f") == "\u22120.27"
+    assert states([]) == "—" and states([(3, 9), (12, 28)]) == "h³–h⁹, h¹²–h²⁸"
+    axis = fig_lines([0, 1], {"sink": [0.1, 0.9]}, "t", "layer", "y").layout.xaxis
+    assert (axis.dtick, axis.tickformat) == (1, "d")

@@ -24,6 +24,7 @@ LOCALES = Path(__file__).resolve().parent.parent / "locales"
 LANGUAGES = {"en": "English", "fr": "Français", "pt": "Português"}
 DEFAULT = "en"
 SUPERSCRIPTS = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+NOT_MEASURED = "—"  # what a number that could not be measured (NaN) reads as
 MINUS = "\u2212"  # a number's minus sign, as typesetting writes it (not the hyphen)
 
 
@@ -138,6 +139,8 @@ class Text:
     def num(self, value: float, spec: str = ".3f") -> str:
         """``value`` as Python's ``spec`` would round it ("+.2f", ".1f", "g", ".1e"), written by CLDR's rules for
         the language: its decimal sign and one thousands separator for every number."""
+        if math.isnan(value):
+            return NOT_MEASURED  # a number that could not be measured: a dash, never "nan"
         tiny = spec.endswith("g") and value != 0 and not 1e-4 <= abs(value) < 1e16  # Python's "g" writes 3e-07
         if not math.isfinite(value) or spec.endswith("e") or tiny:
             return self._local_symbols(format(value, spec.replace(",", "")))
@@ -157,7 +160,7 @@ class Text:
     def percent(self, value: float, spec: str = ".1f") -> str:
         """``value`` (already in percent) as the language writes a percentage (CLDR: "70.4%", "70,4 %")."""
         if not math.isfinite(value):
-            return self._local_symbols(format(value, "f")) + "%"
+            return NOT_MEASURED if math.isnan(value) else self._local_symbols(format(value, "f")) + "%"
         places = int(spec.rstrip("f").split(".")[-1] or 0)
         pattern = Locale.parse(self.code).percent_formats[None].pattern
         return format_percent(round(value, places) / 100, _decimals(pattern, places), locale=self.code)

@@ -23,7 +23,8 @@ from sinkscope.core.names import TITLES, Kind
 MARGIN = {"l": 50, "r": 20, "t": 50, "b": 40}
 BELOW = {"l": 50, "r": 20, "t": 50, "b": 110}  # room for a legend under the axis title
 LEGEND_BELOW = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"}  # not over the axis title
-TITLE_LINE, TITLE_PAD = 24, 36  # px per heading line (15 px letters), and room under it above the plot
+WHOLE_TICKS = 12  # up to this many layers an axis ticks every one; Plotly's own choice beyond
+TITLE_SIZE, TITLE_LINE, TITLE_PAD = 15, 24, 36  # a heading's letters, px per line of them, room under it
 KIND_COLORS = {Kind.SINK: "#d62728", Kind.DIAGONAL: "#1f77b4", Kind.PREVIOUS_TOKEN: "#2ca02c", Kind.MIXED: "#bbbbbb"}
 
 
@@ -35,7 +36,7 @@ def heading(text: str, subtitle: str = "", width: int = 34) -> dict[str, object]
     below = "<br>".join(textwrap.wrap(subtitle, width + 6))  # 12 px letters: as wide as the title's 15 px lines
     return {
         "text": lines + (f"<br><span style='font-size:12px;color:#666'>{below}</span>" if below else ""),
-        "font": {"size": 15},
+        "font": {"size": TITLE_SIZE},
         "automargin": True,
         "yref": "paper",  # above the plot area (y 1, anchored at its bottom): the top margin grows to hold it
         "y": 1,
@@ -49,11 +50,16 @@ def room_for_title(fig: go.Figure) -> go.Figure:
     (the title's automargin), but a heatmap drawn before it grows keeps the old plot height: its rows slide off
     their ticks (seen in the browser and in static exports of two-line headings under a 50 px margin). Other
     figures are left to the automargin, which places their titles best."""
-    text = fig.layout.title.text or ""
-    needed = TITLE_LINE * (text.count("<br>") + 1) + TITLE_PAD if text else 0
+    text, size = fig.layout.title.text or "", fig.layout.title.font.size or TITLE_SIZE
+    needed = round(TITLE_LINE * size / TITLE_SIZE) * (text.count("<br>") + 1) + TITLE_PAD if text else 0
     if any(trace.type == "heatmap" for trace in fig.data) and (fig.layout.margin.t or 0) < needed:
         fig.update_layout(margin_t=needed)
     return fig
+
+
+def whole_ticks(count: int) -> dict[str, object]:
+    """Ticks on whole numbers only: a two-layer model's axis reads 0 and 1, never -0.5 or 1.5."""
+    return {"dtick": 1, "tickformat": "d"} if count <= WHOLE_TICKS else {}
 
 
 def escape(text: str) -> str:
@@ -111,7 +117,7 @@ def fig_head_map(heads: dict[str, np.ndarray], metric: str, lang: str = "en") ->
     fig.update_layout(
         title=heading(head_map_title(metric, tr)),
         xaxis={"title": tr("fig.head"), "dtick": 1, "range": [-0.5, n_heads - 0.5]},
-        yaxis={"title": tr("fig.layer"), "range": [n_layers - 0.5, -0.5]},  # top to bottom; fixed: markers pad
+        yaxis={"title": tr("fig.layer"), "range": [n_layers - 0.5, -0.5], **whole_ticks(n_layers)},  # top down
         height=max(320, 18 * n_layers + 120),
         margin=MARGIN,
         clickmode="event+select",
@@ -425,9 +431,14 @@ def fig_lines(
         x = [escape(label) for label in x]  # token labels are data, not markup
     for name, values in series.items():
         fig.add_scatter(x=x[name] if isinstance(x, dict) else x, y=values, name=name, mode="lines")
+    counted = isinstance(x, list) and all(isinstance(v, int | np.integer) for v in x)  # layers, blocks
     fig.update_layout(
         title=heading(title),
-        xaxis={"title": x_title, "type": "log" if log_x else "category" if categorical else "linear"},
+        xaxis={
+            "title": x_title,
+            "type": "log" if log_x else "category" if categorical else "linear",
+            **(whole_ticks(len(x)) if counted else {}),
+        },  # fmt: skip
         yaxis={"title": y_title, "type": "log" if log_y else "linear"},
         legend=LEGEND_BELOW,
         height=380,
