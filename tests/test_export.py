@@ -42,6 +42,16 @@ def test_the_caption_goes_on_a_strip_under_a_png_and_the_picture_is_kept() -> No
     assert (strip < 200).any()  # the caption's ink
 
 
+def test_a_long_caption_line_ends_inside_the_picture_not_past_its_edge() -> None:
+    """Issue 51, item 6: a caption of wide letters ran off a slide's right edge; it ends in an ellipsis instead."""
+    width = export.WIDTH * export.PNG_SCALE
+    data = io.BytesIO()
+    Image.new("RGB", (width, 40), "white").save(data, format="PNG")
+    out = np.asarray(Image.open(io.BytesIO(export.with_caption(data.getvalue(), "png", "W" * export.CAPTION_CHARS))))
+    inked = np.flatnonzero((out[40:] < 200).any(axis=(0, 2)))  # the columns the caption's letters cover
+    assert inked.size and inked.max() < width - 8 * export.PNG_SCALE
+
+
 def test_the_caption_line_names_the_model_the_text_and_what_the_figure_shows() -> None:
     fig = go.Figure().update_layout(title={"text": "Layer 18, head 8<br><span>sink &lt;s&gt;</span>"})
     assert export.plain_title(fig) == "Layer 18, head 8 sink <s>"  # the SVG caption escapes it once

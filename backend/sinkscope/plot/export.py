@@ -99,7 +99,7 @@ def with_caption(data: bytes, fmt: str, caption: str) -> bytes:
     canvas.paste(image, (0, 0))
     font = _font(13 * PNG_SCALE)
     room = image.width - 32 * PNG_SCALE  # the caption's whole line fits between the margins, or ends in "…"
-    while caption and font.getlength(caption) > room:
+    while len(caption) > 1 and font.getlength(caption) > room:
         caption = caption[:-2] + "…"
     ImageDraw.Draw(canvas).text((16 * PNG_SCALE, image.height + 8 * PNG_SCALE), caption, fill="#555555", font=font)
     out = io.BytesIO()
