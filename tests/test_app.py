@@ -13,6 +13,7 @@ import streamlit as st
 from plotly.colors import get_colorscale, sample_colorscale
 from sinkscope import lab
 from sinkscope.core import texts
+from sinkscope.core.i18n import Text
 from sinkscope.core.names import HEAD_METRICS, TASK_VARIANTS
 from streamlit.testing.v1 import AppTest
 
@@ -115,21 +116,22 @@ def url_param(app: AppTest, key: str) -> str:
 
 
 def test_the_head_map_colours_every_head_by_the_chosen_metric_with_all_five_in_hover(app: AppTest) -> None:
-    table = app.dataframe[0].value  # the heads table: one row per (layer, head)
+    table = app.dataframe[0].value  # the heads table: one row per (layer, head), its columns by display name
+    named = Text("en").metric
     for metric in ("sink", "diagonal"):
         app.radio(key="metric").set_value(metric).run()
         figure = html_figure(app, "head_map")
-        assert figure.title.startswith(f"{metric}: ") and figure.texts["ss-bar-title"] == metric
+        assert figure.title.startswith(f"{named(metric)}: ") and figure.texts["ss-bar-title"] == named(metric)
         values = figure.values()
         assert values.shape == (30, 9)
-        np.testing.assert_allclose(values.ravel(), table[metric].to_numpy(), atol=1e-6)
+        np.testing.assert_allclose(values.ravel(), table[named(metric)].to_numpy(), atol=1e-6)
         layer, head = np.unravel_index(values.argmax(), values.shape)
         scale = "Reds" if metric == "sink" else "Viridis"  # Plotly's own scales, read from plotly.colors
         assert figure.fill(layer, head) == sample_colorscale(get_colorscale(scale), [float(values.max())])[0]
         tip = figure.cells[layer * 9 + head]["title"].splitlines()
         assert tip[0] == f"layer {layer}, head {head}" and tip[-1].startswith("kind: ")
         shown = [m for m in HEAD_METRICS if m != "learned_sink"]  # SmolLM2 has no learned sink logit
-        assert [line.split(":")[0] for line in tip[1:-1]] == shown
+        assert [line.split(":")[0] for line in tip[1:-1]] == [named(m) for m in shown]
 
 
 def test_the_kind_counts_stack_every_head_of_a_layer_by_its_kind(app: AppTest) -> None:
@@ -239,7 +241,7 @@ def test_one_head_opens_on_a_head_that_attends_to_the_sink_but_reads_little(one_
     layer, head = app.slider(key="layer").value, app.slider(key="head").value
     assert (layer, head) == (23, 3)  # SmolLM2, English: sink 0.79 but value_sink 0.31, not the pure sink 18/8
     shown = {m.label: m.value for m in app.metric}
-    assert float(shown["sink"]) > 0.5 and float(shown["sink"]) - float(shown["value_sink"]) > 0.3
+    assert float(shown["sink score"]) > 0.5 and float(shown["sink score"]) - float(shown["value sink"]) > 0.3
     assert any("looks the same in both maps" in c.value for c in app.caption)
 
 

@@ -127,7 +127,7 @@ def test_intervene_prints_loss_and_predictions_before_and_after(tmp_path: Path) 
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[2].startswith("intact") and "␣Rome" in lines[2]
-    assert any(line.startswith("drop the first 1 key(s) in layers 2-29") for line in lines)
+    assert any(line.startswith("drop the first key in layers 2-29") for line in lines)
     assert any("first token replaced by '↵'" in line for line in lines)
     report = json.loads(out.read_text())
     dropped = report["interventions"][0]
@@ -222,7 +222,7 @@ def test_figure_writes_a_texts_slides_with_their_captions_in_the_language_asked(
     sink = (tmp_path / "sink_head.svg").read_text(encoding="utf-8")
     assert "SmolLM2-135M-Instruct" in sink and "“Le gardien du phare montait l&#x27;escalier.”" in sink
     assert "Couche 18, tête 8 : le puits le plus fort" in sink  # the example head, titled in French
-    assert "la tête 8 de la couche 18 regarde le premier jeton" in (tmp_path / "qk_terms.svg").read_text(
+    assert "Pourquoi la tête 8 de la couche 18 regarde-t-elle" in (tmp_path / "qk_terms.svg").read_text(
         encoding="utf-8"
     )
     asked = {flags: figure_command.formats(parser().parse_args(["figure", "--text", "x", "--out", "o", *flags]))

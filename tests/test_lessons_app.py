@@ -154,7 +154,7 @@ def test_diagonals_page_forces_sink_heads_to_diagonal() -> None:
     said = " ".join(m.value for m in at.markdown)
     assert re.search(r"attend to themselves instead costs the model \+[\d.]+ nats", said)
     cosines = chart(at, "dg_cosine")["data"]
-    assert len(cosines) == 3 and cosines[2]["name"] == "make 270 head(s) dense (uniform)"
+    assert len(cosines) == 3 and cosines[2]["name"] == "make 270 heads dense (uniform)"
     published = at.table[-1].value
     assert "→" in published.loc["sparse patterns curb oversmoothing", "your model"]
     # C2: the row says what the scoreboard counts, not a median over every layer
@@ -175,7 +175,7 @@ def test_break_page_drops_keys_replaces_the_first_token_and_measures_sensitivity
     at = open_page("break")
     submit(at, "Drop them")
     runs = table(at, "run")
-    assert list(runs["run"])[1].startswith("drop the first 1 key")
+    assert list(runs["run"])[1].startswith("drop the first key")
     sinks = chart(at, "br_compare_sinks")["data"]
     assert array(sinks[1]["y"])[2:].max() == 0  # no attention left on the first token in layers 2..
     at.radio(key="br_choice").set_value("\n")
@@ -227,7 +227,8 @@ def test_the_claims_scoreboard_computes_a_verdict_for_every_claim(lang: str) -> 
     assert board[verdict].iloc[10] == reproduces  # the learned sink logit takes the dormant mass
     assert board[verdict].iloc[11] != reproduces  # the gate closes, but BOS keeps 0.3-0.6 (Qiu et al.: 0.048)
     assert board[verdict].iloc[claims.CLAIMS.index("secondary_sinks")] == reproduces  # "the", h^2-h^9
-    assert board[verdict].iloc[claims.CLAIMS.index("kv_sinks")] == reproduces  # 2 bits: 126 bare, 96 kept, 72 float
+    partly = Text(lang)("claims.partly")  # 2 bits: 126 bare, 96 kept, 72 float: 56% of the perplexity comes back,
+    assert board[verdict].iloc[claims.CLAIMS.index("kv_sinks")].startswith(partly)  # 49% of the loss (issue 51)
     assert board[verdict].iloc[claims.CLAIMS.index("h2o_first")] == reproduces  # kept in 100% of the caches of 32
     assert board[verdict].iloc[claims.CLAIMS.index("heads_stream")] == reproduces  # 97% alone; together 19.3 vs 17.7
     assert "value_sink >" in board.iloc[1, 2]  # C1: how many sink heads read their sink, beside the value ratio

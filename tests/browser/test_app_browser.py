@@ -46,7 +46,7 @@ def test_a_shared_url_brings_back_the_same_view(page: Page, app_url: str) -> Non
     expect(page.get_by_test_id("stSidebar").get_by_label("Text")).to_have_value(re.compile("^Le gardien du phare"))
     expect(page.get_by_role("switch", name="Log colour scale")).to_be_checked()
     page.get_by_role("tab", name="Head map").click()  # the metric from the link survived the other tab
-    title = page.locator(".ss-head-map figcaption").filter(has_text=re.compile("^value_sink: share of output"))
+    title = page.locator(".ss-head-map figcaption").filter(has_text=re.compile("^value sink: share of output"))
     expect(title.first).to_be_visible(timeout=LOAD)
 
 

@@ -15,14 +15,14 @@ from sinkscope.plot.handout import PRINTED_PAGES
 from tests.browser.helpers import ARTIFACTS, LOAD, layout_problems, settled, wait_for_analysis
 
 SAID = {  # a sentence each step computes from the French example (the default in French: its first token is "Le")
-    "map": "premier jeton, Le)",
+    "map": "et il vaut au moins 0,5",
     "budget": "donne en moyenne",
     "reads": "Sur les 183 têtes puits",
     "massive": "du jeton 0",
     "origins": "construit l'activation massive du premier jeton",
     "break": "Perplexité",
     "streaming": "Sur 512 jetons de l'aide de Python",
-    "kv": "le cache en flottants a une perplexité de",
+    "kv": "la perte par jeton et la perplexité : cache float32",
     "kinds": "183 têtes puits",
     "cost": "alignés : la norme du puits",
     "lab": "sur BOS aux requêtes dormantes",
@@ -133,7 +133,7 @@ def test_the_head_map_downloads_as_png_and_svg_with_its_caption(page: Page, app_
     svg = files["SVG"].decode("utf-8")
     assert svg.startswith("<svg") and len(svg) > 20_000
     assert "SmolLM2-135M-Instruct" in svg and "“The lighthouse keeper climbed the stairs every evening…”" in svg
-    assert "sink: " in svg  # the head map's title: its metric
+    assert "sink score: " in svg  # the head map's title: its metric, by its display name
 
 
 def test_the_handout_downloads_in_the_viewers_language_with_its_parts(page: Page, app_url: str) -> None:

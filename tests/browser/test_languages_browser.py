@@ -33,7 +33,7 @@ def test_the_softmax_page_in_portuguese_writes_decimal_commas(page: Page, app_ur
     bars = page.locator(".stPlotlyChart").filter(has_text="softmax+1").first
     expect(bars).to_contain_text("soma 1,000", timeout=LOAD)
     box = page.get_by_label(title_in("pt", "softmax.scores"))
-    expect(box).to_have_value("0,2; -0,1; 0,1; 0,0; -0,2; 0,1")
+    expect(box).to_have_value("0,2; \u22120,1; 0,1; 0,0; \u22120,2; 0,1")  # a true minus sign
     box.fill("0; 0; 9,5; 0")
     box.press("Enter")
     expect(bars).to_contain_text("retido 0,000", timeout=LOAD)

@@ -32,7 +32,7 @@ def test_hovering_a_head_map_cell_tells_its_numbers_and_a_click_opens_that_head(
     tip = page.locator(".ss-figure-tip:visible")
     expect(tip).to_be_visible(timeout=LOAD)
     expect(tip).to_have_text(
-        re.compile(r"^layer 18, head 8\s+sink: 1\.000\s+diagonal: 0\.000\s+(.+\s+){3}kind: sink$")
+        re.compile(r"^layer 18, head 8\s+sink score: 1\.000\s+diagonal score: 0\.000\s+(.+\s+){3}kind: sink$")
     )  # no learned_sink: SmolLM2 has none
     cell.click()
     expect(page.get_by_role("tab", name="One head")).to_have_attribute("aria-selected", "true", timeout=LOAD)
