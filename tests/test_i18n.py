@@ -153,7 +153,8 @@ def test_every_page_runs_in_every_language(page: str, lang: str, tiny_dir: str) 
     for element in at.get("plotly_chart"):  # ticks and hover numbers: "2,5", never "2.5"
         assert json.loads(element.proto.spec)["layout"]["separators"] == "".join(i18n.SEPARATORS[lang])
     shown = [*(w for e in at.get("plotly_chart") for w in figure_words(json.loads(e.proto.spec))),
-             *(m.label for m in at.metric), *(str(c) for d in at.dataframe for c in d.value.columns)]  # fmt: skip
+             *(m.label for m in at.metric), *(str(c) for d in at.dataframe for c in d.value.columns),
+             *(str(cell) for table in at.table for cell in table.value.to_numpy().ravel())]  # fmt: skip
     assert [words for words in shown if IDENTIFIER.search(words)] == []  # issue 51, item 5: display names
 
 

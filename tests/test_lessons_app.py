@@ -158,8 +158,8 @@ def test_diagonals_page_forces_sink_heads_to_diagonal() -> None:
     published = at.table[-1].value
     assert "→" in published.loc["sparse patterns curb oversmoothing", "your model"]
     # C2: the row says what the scoreboard counts, not a median over every layer
-    assert re.fullmatch(r"bos_cosine ≤ 0 in \d+ of \d+ middle layers \(lowest −?[\d.]+\)",
-                        published.loc["bos_cosine in middle layers", "your model"])  # fmt: skip
+    assert re.fullmatch(r"first token's cosine ≤ 0 in \d+ of \d+ middle layers \(lowest −?[\d.]+\)",
+                        published.loc["first token's cosine in middle layers", "your model"])  # fmt: skip
 
 
 def test_diagonals_page_explains_an_empty_choice() -> None:

@@ -53,6 +53,11 @@ def kind_label(kind: object) -> str:
     return Text(language()).kind(kind)
 
 
+def variant_label(variant: str) -> str:
+    """A training-lab variant's display name in this run's language."""
+    return Text(language()).variant(variant)
+
+
 def metric_label(metric: str) -> str:
     """A metric's display name in this run's language (files and links keep the identifier)."""
     return Text(language()).metric(metric)

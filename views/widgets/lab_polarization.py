@@ -3,11 +3,12 @@
 import numpy as np
 import streamlit as st
 from sinkscope import lab, plot
+from sinkscope.core.i18n import Text
 from sinkscope.core.names import POLARIZE_VARIANTS
 from sinkscope.findings import sources
 
 from views.state import cache
-from views.text import num, t
+from views.text import language, num, t, variant_label
 from views.widgets import charts, jobs, lab_training
 from views.widgets.sliders import decimal_slider
 
@@ -51,13 +52,18 @@ def section() -> None:
         lr = decimal_slider(cols[3], t("lab.lr"), [0.05, 0.1, 0.2, 0.5, 1.0], 0.5, "lab_lr")
         seed = cols[0].number_input(t("lab.seed"), 0, 10_000, 0, key="lab_seed")
         dim = cols[1].slider(t("lab.dim"), 2, 64, 16, key="lab_dim")
-        variants = st.multiselect(t("lab.attention"), POLARIZE_VARIANTS, list(POLARIZE_VARIANTS), key="lab_variants")
+        variants = st.multiselect(t("lab.attention"), POLARIZE_VARIANTS, list(POLARIZE_VARIANTS), key="lab_variants",
+                                  format_func=Text(language()).variant)  # fmt: skip
         st.form_submit_button(t("lab.train"))
     runs = polarize_runs(tuple(variants), loss, (candidates, dim), steps, lr, int(seed))
     if not runs:
         return
     shipped = [v for v, r in runs.items() if any(r is s for s in shipped_polarize())]
-    st.caption(t("lab.polarize_shipped", variants=", ".join(shipped)) if shipped else t("lab.polarize_live"))
+    st.caption(
+        t("lab.polarize_shipped", variants=", ".join(map(variant_label, shipped)))
+        if shipped
+        else t("lab.polarize_live")
+    )
     steps_of = {v: r.steps for v, r in runs.items()}
     entropy = plot.fig_lines(
         steps_of,
@@ -78,7 +84,7 @@ def section() -> None:
     left, right = st.columns(2)
     charts.show(entropy, "lab_entropy", left)
     charts.show(ratio, "lab_ratio", right)
-    shown = st.selectbox(t("lab.trajectories"), list(runs), key="lab_trajectory")
+    shown = st.selectbox(t("lab.trajectories"), list(runs), key="lab_trajectory", format_func=Text(language()).variant)
     run = runs[shown]
     weights = np.array(run.weights)  # (recorded step, candidate)
     coords = {f"σ(a)[{i}]": weights[:, i].tolist() for i in range(weights.shape[1])}
@@ -87,7 +93,12 @@ def section() -> None:
     left, right = st.columns(2)
     charts.show(
         plot.fig_lines(
-            run.steps, coords, t("lab.weights_title", variant=shown), t("lab.step_log"), t("lab.weight"), log_x=True
+            run.steps,
+            coords,
+            t("lab.weights_title", variant=variant_label(shown)),
+            t("lab.step_log"),
+            t("lab.weight"),
+            log_x=True,
         ),
         "lab_coords",
         left,
@@ -96,7 +107,7 @@ def section() -> None:
         plot.fig_lines(
             run.steps,
             svs,
-            t("lab.svd_title", variant=shown),
+            t("lab.svd_title", variant=variant_label(shown)),
             t("lab.step_log"),
             t("lab.singular_value"),
             log_x=True,
@@ -104,7 +115,9 @@ def section() -> None:
         "lab_svd",
         right,
     )
-    summary = ", ".join(f"{v} {num(r.entropy[0], '.2f')} → {num(r.entropy[-1], '.2f')}" for v, r in runs.items())
+    summary = ", ".join(
+        f"{variant_label(v)} {num(r.entropy[0], '.2f')} → {num(r.entropy[-1], '.2f')}" for v, r in runs.items()
+    )
     st.caption(t("lab.polarize_summary", summary=summary) + " " + t("lab.citation"))
     st.markdown(what_polarized(runs))
 
@@ -113,9 +126,17 @@ def what_polarized(runs: dict[str, lab.PolarizeRun]) -> str:
     """Which variants ended near one-hot in these runs, and why a variant without normalization could."""
     polarized = [v for v, r in runs.items() if r.polarized()]
     flat = [v for v in runs if v not in polarized]
-    said = [t("lab.polarized_which", polarized=", ".join(polarized) or "—", flat=", ".join(flat) or "—")]
+    said = [
+        t(
+            "lab.polarized_which",
+            polarized=", ".join(map(variant_label, polarized)) or "—",
+            flat=", ".join(map(variant_label, flat)) or "—",
+        )
+    ]
     for variant in polarized:
         run = runs[variant]
         if variant not in ("softmax", "softmax+1") and run.dead():  # one-hot without the softmax's coupling
-            said.append(t("lab.polarized_dead", variant=variant, dead=run.dead(), n=len(run.weights[-1])))
+            said.append(
+                t("lab.polarized_dead", variant=variant_label(variant), dead=run.dead(), n=len(run.weights[-1]))
+            )
     return " ".join(said)

@@ -7,12 +7,13 @@ import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
 from sinkscope import plot
+from sinkscope.core.i18n import Text
 from sinkscope.core.names import LAB_TASKS, TASK_VARIANTS
 from sinkscope.findings import sources
 from sinkscope.lab import toy
 
 from views.state import cache, session
-from views.text import language, local_table, num, t
+from views.text import language, local_table, num, t, variant_label
 from views.widgets import charts, jobs
 
 RUNS = session.ASSETS / "lab"
@@ -42,7 +43,8 @@ def retrain(task: str) -> None:
     """A form that trains one variant live (progress, Stop), shared through the lab's queue and cache."""
     with st.form(f"train_{task}"):
         cols = st.columns(3)
-        variant = cols[0].selectbox(t("lab.attention"), TASK_VARIANTS, key="train_variant")
+        variant = cols[0].selectbox(t("lab.attention"), TASK_VARIANTS, key="train_variant",
+                                   format_func=Text(language()).variant)  # fmt: skip
         seed = cols[1].number_input(t("lab.seed"), 0, 10_000, 0, key="train_seed")
         allowed = cache.step_choices([250, 500, 1000, 2000])
         steps = cols[2].select_slider(t("lab.steps"), allowed, value=allowed[-1], key="train_steps")
@@ -52,7 +54,7 @@ def retrain(task: str) -> None:
 
     def train(show: cache.Show) -> toy.TrainingRun:
         def report(step: int, total: int) -> bool:
-            show(step / total, t("lab.retrain_progress", variant=variant, step=step, total=total))
+            show(step / total, t("lab.retrain_progress", variant=variant_label(variant), step=step, total=total))
             return True
 
         return toy.train(task, variant, steps=steps, seed=int(seed), progress=report)
@@ -71,7 +73,7 @@ def table(runs: Runs) -> None:
         top = np.unravel_index(bos.argmax(), bos.shape)  # (layer, head)
         first = run.first_sink_step()
         rows.append({
-            t("lab.col_attention"): variant, t("lab.col_seed"): seed, t("lab.col_loss"): run.loss[-1],
+            t("lab.col_attention"): variant_label(variant), t("lab.col_seed"): seed, t("lab.col_loss"): run.loss[-1],
             t("lab.col_accuracy"): run.accuracy[-1], t("lab.col_head"): f"L{top[0]}H{top[1]}",
             t("lab.col_bos_dormant"): bos[top], t("lab.col_bos_active"): run.final("bos_active")[top],
             t("lab.col_total_dormant"): run.final("total_dormant")[top],
@@ -95,7 +97,8 @@ def verdicts(runs: Runs) -> None:
     unlearned = [(variant, seed, run) for (variant, seed), run in sorted(runs.items()) if not run.learned()]
     if unlearned:
         said = ", ".join(
-            t("lab.run_accuracy", variant=v, seed=s, accuracy=num(r.accuracy[-1], ".2f")) for v, s, r in unlearned
+            t("lab.run_accuracy", variant=variant_label(v), seed=s, accuracy=num(r.accuracy[-1], ".2f"))
+            for v, s, r in unlearned
         )
         st.markdown(t("lab.not_learned", runs=said, threshold=num(toy.LEARNED, ".1f")))
     for found in toy.findings(list(runs.values())):
@@ -140,15 +143,18 @@ def bos_figure(run: toy.TrainingRun) -> go.Figure:
         for layer, head in np.ndindex(gates.shape[1:]):
             series[t("lab.line_gate", head=f"L{layer}H{head}")] = gates[:, layer, head].tolist()
     axis = t("lab.share_axis" if run.variant in toy.ROW_SUMS_TO_ONE else "lab.raw_axis")
-    return plot.fig_lines(run.steps, series, t("lab.bos_title", variant=run.variant), t("lab.step"), axis)
+    return plot.fig_lines(
+        run.steps, series, t("lab.bos_title", variant=variant_label(run.variant)), t("lab.step"), axis
+    )
 
 
 def one_run(runs: Runs) -> None:
     """The chosen run over training, and its maps at a checkpoint."""
     choices = list(runs)
     default = choices.index(("softmax", 0)) if ("softmax", 0) in choices else 0
-    variant, seed = st.selectbox(t("lab.run"), choices, index=default, key="train_shown",
-                                 format_func=lambda run: t("lab.run_name", variant=run[0], seed=run[1]))  # fmt: skip
+    tr = Text(language())  # bound now: the widget formats its options again outside this run
+    named = lambda run: tr("lab.run_name", variant=tr.variant(run[0]), seed=run[1])  # noqa: E731
+    variant, seed = st.selectbox(t("lab.run"), choices, index=default, key="train_shown", format_func=named)
     run = runs[(variant, seed)]
     charts.show(bos_figure(run), "train_bos")
     step = st.select_slider(t("lab.checkpoint"), run.map_steps, run.map_steps[-1], key="train_checkpoint")

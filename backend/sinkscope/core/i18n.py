@@ -55,6 +55,10 @@ METRIC_KEYS = {
     "token_cosine_scaled": "name.token_cosine_scaled", "bos_cosine": "name.bos_cosine",
     "bos_cosine_raw": "name.bos_cosine_raw", "key_sink": "name.key_sink", "kind": "name.kind",
 }  # fmt: skip  # the display name of each metric of sinkscope.core.names (and key_sink), where a reader sees it
+VARIANT_KEYS = {
+    "softmax": "variant.softmax", "softmax+1": "variant.softmax_plus_one", "sigmoid": "variant.sigmoid",
+    "relu": "variant.relu", "linear": "variant.linear", "sink-logit": "variant.sink_logit", "gated": "variant.gated",
+}  # fmt: skip  # the training lab's attention variants (names.TASK_VARIANTS, POLARIZE_VARIANTS) as a reader sees them
 
 
 @cache
@@ -176,6 +180,10 @@ class Text:
     def metric(self, name: str) -> str:
         """A metric's display name in this language (the identifier stays in files: CSV columns, the library)."""
         return self(METRIC_KEYS[name]) if name in METRIC_KEYS else name
+
+    def variant(self, name: str) -> str:
+        """A training-lab attention variant's display name in this language (files keep the identifier)."""
+        return self(VARIANT_KEYS[name]) if name in VARIANT_KEYS else name
 
     def kind(self, kind: object) -> str:
         """A head kind (metrics.md's label) in this language."""

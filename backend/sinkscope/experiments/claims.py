@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sinkscope.core.capture import Trace
-from sinkscope.core.i18n import Message, times
+from sinkscope.core.i18n import VARIANT_KEYS, Message, times
 from sinkscope.core.loss import perplexity
 from sinkscope.core.names import DEFAULT_EPS, STATUSES
 from sinkscope.experiments import cost, kv_check
@@ -145,7 +145,8 @@ def _lab_verdict(
     claim: str, variant: str, key: str, why: str, found: Finding | None, runs: list[TrainingRun]
 ) -> Verdict:
     learned = sum(run.learned() for run in runs)
-    evidence = _said("claims.evidence.lab", variant=variant, learned=learned, runs=len(runs), threshold=LEARNED)
+    evidence = _said("claims.evidence.lab", variant=Message.of(VARIANT_KEYS[variant]), learned=learned,
+                     runs=len(runs), threshold=LEARNED)  # fmt: skip
     if found is None:
         why = _said("claims.why.lab_untrained" if not runs else "claims.why.lab_not_learned", variant=variant)
         return Verdict(claim, "not_measured", None, evidence, why)
