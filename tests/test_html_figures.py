@@ -49,7 +49,7 @@ def test_hover_gives_every_metric_and_the_kind_in_the_viewers_language() -> None
     figure = read(plot.head_map_html(hand_built_heads(), "sink", lang="pt"))
     tip = figure.cells[2]["title"].splitlines()  # layer 1, head 0
     shown = [f"{Text('pt').metric(m)}: 0,250" for m in HEAD_METRICS[1:]]  # each metric by its Portuguese name
-    assert tip == ["camada 1, cabeça 0", "pontuação de sorvedouro: 0,500", *shown, "tipo: diagonal"]
+    assert tip == ["camada 1, cabeça 0", "escore de sorvedouro: 0,500", *shown, "tipo: diagonal"]
     assert figure.texts["ss-x-title"] == "cabeça"
 
 
