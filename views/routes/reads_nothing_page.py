@@ -17,7 +17,7 @@ from views.widgets import charts, head_picker, jobs, lessons
 def one_head(request: session.Request, trace: Trace) -> None:
     heads = trace.heads
     layer, head = head_picker.pick_head(trace)
-    cells = st.columns(4)
+    cells = st.columns([4, 3, 3, 3])  # the first name is the longest ("escore de sorvedouro"): its label stays whole
     cells[0].metric(metric_label("sink"), num(heads["sink"][layer, head]), help=t("reads.sink"))
     cells[1].metric(metric_label("value_sink"), num(heads["value_sink"][layer, head]), help=t("reads.value_sink"))
     ratio = num(heads["value_norm_ratio"][layer, head], ".2f")
