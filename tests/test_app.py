@@ -362,12 +362,13 @@ def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live(
     assert array(entropy[0]["y"]).tolist() == shipped_softmax.entropy
     assert at.radio(key="lab_task").value == "backcopy"
     shipped = at.table[0].value.reset_index()
-    assert len(shipped) == 10 and set(shipped["attention"]) == set(TASK_VARIANTS) - {"linear"}  # it did not learn
+    named = {Text("en").variant(v) for v in TASK_VARIANTS} - {"linear"}  # by display name; linear did not learn
+    assert len(shipped) == 10 and set(shipped["attention"]) == named
     verdicts = " ".join(m.value for m in at.markdown)
     assert "Softmax forms a sink" in verdicts and verdicts.count("Reproduces.") == 4  # not the gate: see the lab
     # C7: the shipped ReLU run ends one-hot; the page says so and why (dead units, not normalization)
-    assert "near one-hot (entropy below half its start) for: softmax, softmax+1, relu;" in verdicts
-    assert "stayed spread for: sigmoid, linear." in verdicts and "relu ends one-hot too" in verdicts
+    assert "near one-hot (entropy below half its start) for: softmax, softmax+1, ReLU;" in verdicts
+    assert "stayed spread for: sigmoid, linear." in verdicts and "ReLU ends one-hot too" in verdicts
     assert "softmax+1 did park on BOS: seed 0 reached 0.95" in verdicts  # C9: a transient sink, said
     assert "no verdict reads them" not in verdicts  # every shipped run learned its task
     assert re.search(r"strongest head puts [\d.]+ \(L\dH\d, seed \d\) on BOS", verdicts)  # C8: whose number it is

@@ -231,7 +231,7 @@ def test_the_claims_scoreboard_computes_a_verdict_for_every_claim(lang: str) -> 
     assert board[verdict].iloc[claims.CLAIMS.index("kv_sinks")].startswith(partly)  # 49% of the loss (issue 51)
     assert board[verdict].iloc[claims.CLAIMS.index("h2o_first")] == reproduces  # kept in 100% of the caches of 32
     assert board[verdict].iloc[claims.CLAIMS.index("heads_stream")] == reproduces  # 97% alone; together 19.3 vs 17.7
-    assert "value_sink >" in board.iloc[1, 2]  # C1: how many sink heads read their sink, beside the value ratio
+    assert f"{Text(lang).metric('value_sink')} >" in board.iloc[1, 2]  # C1: sink heads reading their sink
     assert board.iloc[:, 3].str.len().min() > 1  # every claim shows the evidence it rests on
     links = [urlsplit(cell.split("](")[1].rstrip(")")) for cell in board.iloc[:, -1]]
     assert {link.path for link in links} <= {"/softmax", "/reads-nothing", "/streaming", "/lab", "/diagonals",
