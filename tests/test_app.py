@@ -358,7 +358,7 @@ def test_the_training_lab_opens_on_shipped_runs_with_verdicts_and_retrains_live(
     assert not at.exception
     entropy = chart(at, "lab_entropy")["data"]
     assert {trace["name"] for trace in entropy} == {"softmax", "softmax+1", "sigmoid", "relu", "linear"}
-    assert any(c.value.startswith("Shipped runs for softmax, softmax+1, sigmoid, relu, linear") for c in at.caption)
+    assert any(c.value.startswith("Shipped runs for softmax, softmax+1, sigmoid, ReLU, linear") for c in at.caption)
     assert array(entropy[0]["y"]).tolist() == shipped_softmax.entropy
     assert at.radio(key="lab_task").value == "backcopy"
     shipped = at.table[0].value.reset_index()
