@@ -91,30 +91,12 @@ def section() -> None:
     singular = np.array(run.singular_values)  # (recorded step, singular value)
     svs = {f"s{i + 1}": singular[:, i].tolist() for i in range(min(3, singular.shape[1]))}
     left, right = st.columns(2)
-    charts.show(
-        plot.fig_lines(
-            run.steps,
-            coords,
-            t("lab.weights_title", variant=variant_label(shown)),
-            t("lab.step_log"),
-            t("lab.weight"),
-            log_x=True,
-        ),
-        "lab_coords",
-        left,
-    )
-    charts.show(
-        plot.fig_lines(
-            run.steps,
-            svs,
-            t("lab.svd_title", variant=variant_label(shown)),
-            t("lab.step_log"),
-            t("lab.singular_value"),
-            log_x=True,
-        ),
-        "lab_svd",
-        right,
-    )
+    name = variant_label(shown)
+    shown_runs = ((coords, "lab.weights_title", "lab.weight", "lab_coords", left),
+                  (svs, "lab.svd_title", "lab.singular_value", "lab_svd", right))  # fmt: skip
+    for series, title, axis, key, where in shown_runs:  # each weight's path, and V's singular values
+        fig = plot.fig_lines(run.steps, series, t(title, variant=name), t("lab.step_log"), t(axis), log_x=True)
+        charts.show(fig, key, where)
     summary = ", ".join(
         f"{variant_label(v)} {num(r.entropy[0], '.2f')} → {num(r.entropy[-1], '.2f')}" for v, r in runs.items()
     )
