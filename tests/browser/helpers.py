@@ -73,7 +73,9 @@ def one_head_title(page: Page) -> str:
 def open_one_head(page: Page, url: str) -> None:
     page.goto(url)
     wait_for_analysis(page)
+    settled(page)  # a tab clicked while the first run still draws can be lost in its rerun
     page.get_by_role("tab", name="One head").click()
+    expect(page.get_by_role("tab", name="One head")).to_have_attribute("aria-selected", "true", timeout=LOAD)
     expect(page.get_by_text(re.compile(r"Layer \d+, head \d+")).first).to_be_visible(timeout=LOAD)
 
 
