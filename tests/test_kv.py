@@ -3,7 +3,9 @@ own eager attention, protected tokens kept bit for bit, and the bundled model's 
 
 from __future__ import annotations
 
+import copy
 import sys
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -12,7 +14,10 @@ from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.loss import perplexity
 from sinkscope.core.texts import builtin_text
 from sinkscope.experiments import kv_evict, kv_quant
-from transformers import AttentionInterface, AttentionMaskInterface
+from sinkscope.core import attention
+from sinkscope.core.models import LoadedModel, model_info
+from transformers import AttentionInterface, AttentionMaskInterface, AutoModelForCausalLM
+from transformers.cache_utils import Cache, DynamicLayer
 from transformers.masking_utils import eager_mask
 
 from tests.helpers import array, chart, english, open_page, submit
@@ -65,17 +70,102 @@ def eager_with(quantize: object) -> str:
 
 @pytest.mark.parametrize("bits", [2, 4])
 @pytest.mark.parametrize("name", ["llama", "qwen2", "gemma3"])
-def test_a_quantized_cache_equals_a_forward_with_a_hand_quantized_cache(name: str, bits: int, ids: list[int]) -> None:
+def test_the_non_causal_bound_equals_a_forward_with_a_hand_quantized_cache(name: str, bits: int, ids: list[int]) -> None:
     kept = torch.zeros(len(ids), dtype=torch.bool)
     kept[[0, 7]] = True
     group = 8  # several groups over 40 tokens and 16-wide heads
-    nll = kv_quant.quantized_nll(loaded_tiny(name), ids, bits, kept, group)
+    nll = kv_quant.quantized_nll(loaded_tiny(name), ids, bits, kept, group, residual=None)
     model = build(name, "eager")
     model.config._attn_implementation = eager_with(lambda x, keys: by_hand(x, bits, kept.numpy(), group, keys))
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0, :-1]
     expected = torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none").numpy()
     np.testing.assert_allclose(nll, expected, rtol=1e-4, atol=1e-4)
+
+
+def first_layers(loaded: LoadedModel, n_layers: int) -> torch.nn.Module:
+    """A copy of the model's first ``n_layers`` blocks, its embedding, final norm and head."""
+    config = copy.deepcopy(loaded.model.config)
+    config.num_hidden_layers = n_layers
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=attention.ATTENTION_NAME)
+    model.load_state_dict(loaded.model.state_dict(), strict=False)  # the later blocks' weights have no place
+    return model.eval().requires_grad_(False)
+
+
+class HandKivi(DynamicLayer):
+    """KIVI's Algorithm 1 as its decoding loop runs it, one token at a time: a new key waits in the residual until
+    ``residual`` keys are there (one group with no residual), then they are quantized per channel, a group of tokens
+    at a time; a value waits until ``residual`` newer ones follow, then is quantized alone, per token. Kept tokens
+    stay as they are and are left out of their group's range."""
+
+    def __init__(self, bits: int, group: int, residual: int, kept: np.ndarray) -> None:
+        super().__init__()
+        self.bits, self.group, self.residual, self.kept = bits, group, residual, kept
+        self.keys_done, self.keys_waiting, self.values_done, self.values_waiting = [], [], [], []
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object, **kwargs: object) -> tuple:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        first = len(self.keys_done)  # the position of the oldest waiting key
+        self.keys_waiting.append(key_states[0, :, 0].double().numpy())  # (kv_head, head_dim)
+        self.values_waiting.append(value_states[0, :, 0].double().numpy())
+        if len(self.keys_waiting) == (self.residual or self.group):
+            block = np.stack(self.keys_waiting, 1)  # (kv_head, token, head_dim)
+            kept = self.kept[first : first + block.shape[1]]
+            self.keys_done += list(by_hand(block, self.bits, kept, self.group, keys=True).transpose(1, 0, 2))
+            self.keys_waiting = []
+        while len(self.values_waiting) > self.residual:
+            position = len(self.values_done)
+            value = self.values_waiting.pop(0)[:, None]  # (kv_head, 1, head_dim)
+            kept = self.kept[position : position + 1]
+            self.values_done.append(by_hand(value, self.bits, kept, self.group, keys=False)[:, 0])
+        keys = np.stack(self.keys_done + self.keys_waiting, 1)  # (kv_head, token, head_dim)
+        values = np.stack(self.values_done + self.values_waiting, 1)
+        self.keys = torch.from_numpy(keys).to(key_states.dtype)[None]
+        self.values = torch.from_numpy(values).to(value_states.dtype)[None]
+        return self.keys, self.values
+
+
+def decoded_nll(model: torch.nn.Module, ids: list[int], layer: Callable[[], DynamicLayer]) -> np.ndarray:
+    """NLL of ids[1:] generated one token at a time through transformers' eager attention and ``layer``'s cache."""
+    cache, logits = Cache(layers=[layer() for _ in range(model.config.num_hidden_layers)]), []
+    with torch.no_grad():
+        for token in ids[:-1]:
+            out = model(torch.tensor([[token]]), past_key_values=cache, use_cache=True)
+            logits.append(out.logits[0, -1])
+    return torch.nn.functional.cross_entropy(torch.stack(logits), torch.tensor(ids[1:]), reduction="none").numpy()
+
+
+@pytest.mark.parametrize(("residual", "bits"), [(0, 2), (8, 2), (16, 4)])
+@pytest.mark.parametrize("name", ["llama", "qwen2"])
+def test_the_causal_cache_equals_kivi_decoding_token_by_token(name: str, residual: int, bits: int,
+                                                              ids: list[int]) -> None:  # fmt: skip
+    kept = np.zeros(len(ids), dtype=bool)
+    kept[[0, 9]] = True
+    group = 8  # five groups over 40 tokens
+    nll = kv_quant.quantized_nll(loaded_tiny(name), ids, bits, torch.from_numpy(kept), group, residual)
+    expected = decoded_nll(build(name, "eager"), ids, lambda: HandKivi(bits, group, residual, kept))
+    np.testing.assert_allclose(nll, expected, rtol=1e-4, atol=1e-4)
+    bound = kv_quant.quantized_nll(loaded_tiny(name), ids, bits, torch.from_numpy(kept), group, residual=None)
+    assert not np.allclose(bound, nll, atol=1e-3)  # the causal cache is not the old one
+
+
+@pytest.mark.parametrize("residual", [0, 32])
+def test_on_smollm2_s_first_layers_the_causal_cache_equals_kivi_decoding(smollm2: object, residual: int) -> None:
+    model = first_layers(smollm2, 3)
+    ids = list(english(smollm2).token_ids)[:72]  # two full groups and a part of one
+    kept = np.zeros(len(ids), dtype=bool)
+    kept[0] = True
+    ours = LoadedModel(model, None, model_info(model, "smollm2-3", "smollm2-3"))
+    nll = kv_quant.quantized_nll(ours, ids, 2, torch.from_numpy(kept), residual=residual)
+    model.config._attn_implementation = "eager"
+    expected = decoded_nll(model, ids, lambda: HandKivi(2, kv_quant.GROUP, residual, kept))
+    np.testing.assert_allclose(nll, expected, rtol=1e-3, atol=1e-3)
+
+
+def test_a_residual_that_is_not_whole_groups_is_refused(ids: list[int]) -> None:
+    with pytest.raises(InputError, match=r"multiple of the group \(8 tokens\), not 12"):
+        kv_quant.quantized_nll(loaded_tiny("llama"), ids, 2, torch.zeros(len(ids), dtype=torch.bool), 8, 12)
 
 
 def test_a_protected_token_keeps_its_key_and_value_bit_for_bit() -> None:

@@ -3,8 +3,14 @@
 Keys and values are fake-quantized as KIVI stores them: asymmetric uniform integers of ``bits`` bits, keys per
 channel over groups of GROUP consecutive tokens, values per token over groups of GROUP channels. A protected token
 keeps its key and value in full precision and is left out of its group's range (a sink's huge key would otherwise
-stretch the range of every token beside it). One teacher-forced pass scores every token against the quantized
-cache: a group's range is taken over its whole group, as KIVI does once a group is full.
+stretch the range of every token beside it).
+
+The cache is causal, as KIVI's Algorithm 1 decodes: a query reads a key quantized only once the key's residual block
+of RESIDUAL tokens is full (keys are quantized a whole group at a time, so no query reads a range set by a later key),
+and a value quantized only once RESIDUAL newer tokens follow it; everything newer is read in full precision. One
+teacher-forced pass scores every token: each (query, key) pair reads one of four copies of the cache (key and value,
+each full or quantized), chosen by the mask. ``residual=None`` is the old scheme, kept as a labelled bound: every
+token quantized at once over its whole group, later keys included (non-causal, no residual: pessimistic).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from sinkscope.experiments.streaming import dense
 from sinkscope.findings.origins import secondary_sinks
 
 GROUP = 32  # KIVI's group: 32 tokens per key channel range, 32 channels per value range
+RESIDUAL = 32  # KIVI's residual window R (its default, R = GROUP); 0 keeps nothing in full precision
+RESIDUALS = (0, 32, 64, 128)  # the page's choices: whole groups, so a key block holds whole groups
 BITS = (2, 3, 4, 8)
 PROTECTIONS = ("none", "first4", "sinks")
 FIRST_KEPT = 4  # "first4": StreamingLLM's four initial tokens
@@ -97,19 +105,51 @@ def protected(protect: str, n_tokens: int, sinks: tuple[int, ...]) -> torch.Tens
     return kept
 
 
-def quantized_nll(loaded: LoadedModel, ids: list[int], bits: int, kept: torch.Tensor, group: int = GROUP) -> np.ndarray:
-    """NLL of ids[1:] when every layer's attention reads its keys and values from a ``bits``-bit cache."""
+def read_quantized(n_tokens: int, group: int, residual: int | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(query, key) bool for keys and for values: where a query reads that token quantized (Algorithm 1 of KIVI).
+
+    With ``q + 1`` tokens in the cache, keys before the last ``(q + 1) % residual`` are quantized (their block is
+    full; with residual 0, once their group is), values older than the newest ``residual``. None: everything.
+    """
+    if residual is None:
+        every = torch.ones(n_tokens, n_tokens, dtype=torch.bool)
+        return every, every
+    cached = torch.arange(1, n_tokens + 1)[:, None]  # (query, 1): tokens in the cache as the query reads it
+    key = torch.arange(n_tokens)[None, :]  # (1, key)
+    flushed = cached - cached % (residual or group)  # the tokens of full blocks (groups, with no residual)
+    return key < flushed, key < cached - residual
+
+
+def check_residual(residual: int | None, group: int = GROUP) -> None:
+    if residual is not None and (residual < 0 or residual % group):
+        raise InputError("error.residual", value=residual, group=group)
+
+
+def quantized_nll(
+    loaded: LoadedModel, ids: list[int], bits: int, kept: torch.Tensor, group: int = GROUP,
+    residual: int | None = RESIDUAL,
+) -> np.ndarray:  # fmt: skip
+    """NLL of ids[1:] when every layer's attention reads its keys and values from a ``bits``-bit causal cache with
+    a full-precision residual window (``residual=None``: the non-causal bound)."""
     check_ids(require_loaded(loaded), ids)
     loaded.require(Can.QUANTIZE_KV)
     if bits not in BITS:
         raise InputError("error.unknown_choice", name="bits", value=repr(bits), choices=", ".join(map(str, BITS)))
+    check_residual(residual, group)
+    keys_read, values_read = read_quantized(len(ids), group, residual)
+    copy = 2 * keys_read.long() + values_read.long()  # (query, key): which of the four copies the pair reads
 
     def attend(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: object,
                scaling: float | None = None, softcap: float | None = None,
                s_aux: torch.Tensor | None = None) -> tuple[torch.Tensor, None]:  # fmt: skip
-        # key, value: (1, kv_head, token, head_dim)
-        key, value = quantize_keys(key, bits, kept, group), quantize_values(value, bits, kept, group)
-        return chunked.eager(query, key, value, mask, scaling, softcap, s_aux)
+        # key, value: (1, kv_head, token, head_dim); the copies: (full, full), (full, q), (q, full), (q, q)
+        n = key.shape[2]
+        key_q, value_q = quantize_keys(key, bits, kept, group), quantize_values(value, bits, kept, group)
+        keys, values = torch.cat([key, key, key_q, key_q], 2), torch.cat([value, value_q, value, value_q], 2)
+        visible = ~chunked.MaskFacts.of(mask, n, n, key.device).blocked  # (query, key): the layer's own mask
+        chosen = copy[:n, :n].to(key.device)[:, None, :] == torch.arange(4, device=key.device)[None, :, None]
+        reads = (visible[:, None, :] & chosen).flatten(1)  # (query, 4 * key), copy-major like the cat above
+        return chunked.eager(query, keys, values, reads[None, None], scaling, softcap, s_aux)
 
     with attention.overriding(attend):
         return dense(loaded, ids)
