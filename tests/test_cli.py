@@ -256,7 +256,7 @@ def test_kv_writes_a_row_per_bits_and_protection_beside_the_dense_cache(tmp_path
     done = cli("kv", "--text-file", str(text), "--bits", "2", "--protect", "none,sinks", "--out", str(tmp_path / "kv"))
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader((tmp_path / "kv" / "kv.csv").open(encoding="utf-8")))
-    assert list(rows[0]) == ["bits", "protect", "perplexity"]
+    assert list(rows[0]) == ["bits", "protect", "residual", "perplexity"]
     assert [(row["bits"], row["protect"]) for row in rows] == [("dense", "-"), ("2", "none"), ("2", "sinks")]
     dense, bare, kept = (float(row["perplexity"]) for row in rows)
     assert dense < bare and kept < bare  # two bits cost perplexity; keeping the sinks gives some back
@@ -266,7 +266,8 @@ def test_kv_writes_a_row_per_bits_and_protection_beside_the_dense_cache(tmp_path
 @pytest.mark.parametrize(
     ("args", "message"),
     [(["--bits", "5"], "--bits 5: choose from 2, 3, 4, 8"),
-     (["--protect", "all"], "--protect all: choose from none, first4, sinks")],
+     (["--protect", "all"], "--protect all: choose from none, first4, sinks"),
+     (["--residual", "12"], "--residual 12: 0 or a multiple of 32")],
 )  # fmt: skip
 def test_kv_names_a_wrong_choice_in_one_line(args: list[str], message: str, tmp_path: Path) -> None:
     done = cli("kv", "--text", "Hello there.", "--out", str(tmp_path), *args)

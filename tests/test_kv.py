@@ -10,12 +10,12 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 import torch
+from sinkscope.core import attention
 from sinkscope.core.errors import InputError, ModelLoadError
-from sinkscope.core.loss import perplexity
+from sinkscope.core.loss import mean_difference, perplexity
+from sinkscope.core.models import LoadedModel, model_info
 from sinkscope.core.texts import builtin_text
 from sinkscope.experiments import kv_evict, kv_quant
-from sinkscope.core import attention
-from sinkscope.core.models import LoadedModel, model_info
 from transformers import AttentionInterface, AttentionMaskInterface, AutoModelForCausalLM
 from transformers.cache_utils import Cache, DynamicLayer
 from transformers.masking_utils import eager_mask
@@ -70,7 +70,7 @@ def eager_with(quantize: object) -> str:
 
 @pytest.mark.parametrize("bits", [2, 4])
 @pytest.mark.parametrize("name", ["llama", "qwen2", "gemma3"])
-def test_the_non_causal_bound_equals_a_forward_with_a_hand_quantized_cache(name: str, bits: int, ids: list[int]) -> None:
+def test_the_non_causal_bound_equals_a_hand_quantized_cache(name: str, bits: int, ids: list[int]) -> None:
     kept = torch.zeros(len(ids), dtype=torch.bool)
     kept[[0, 7]] = True
     group = 8  # several groups over 40 tokens and 16-wide heads
@@ -214,6 +214,30 @@ def test_the_kv_page_quantizes_the_cache_and_says_what_the_sinks_buy(smollm2: ob
     assert len(chart(at, "kv_curves")["data"]) == 1 + len(kv_quant.PROTECTIONS)
 
 
+def rows_at_two_bits(first4: np.ndarray, sinks: np.ndarray) -> list[kv_quant.KVRow]:
+    dense = np.random.default_rng(0).gamma(2.0, 1.5, size=200)  # per-token losses, as uneven as a text's
+    return [kv_quant.KVRow(0, "none", dense), kv_quant.KVRow(2, "none", dense + 1.0),
+            kv_quant.KVRow(2, "first4", dense + first4), kv_quant.KVRow(2, "sinks", dense + sinks)]  # fmt: skip
+
+
+def test_a_best_protection_is_named_only_when_its_gap_is_wider_than_the_noise() -> None:
+    noise = np.random.default_rng(1).normal(0.0, 0.3, size=200)  # token by token, the two caches differ at random
+    tied = kv_quant.said(rows_at_two_bits(0.3 + noise, np.full(200, 0.3))).text("en")
+    assert "differ by less than the noise" in tied and "keeping " in tied  # whichever is lower by chance
+    clear = kv_quant.said(rows_at_two_bits(0.6 + noise, np.full(200, 0.3))).text("en")
+    assert "below the first four tokens by more than the text's noise" in clear
+
+
+def test_the_interval_of_two_identical_runs_holds_no_difference(smollm2: object) -> None:
+    trace = english(smollm2)
+    ids, kept = list(trace.token_ids), kv_quant.protected("none", trace.n_tokens, ())
+    runs = [kv_quant.quantized_nll(smollm2, ids, 2, kept) for _ in range(2)]
+    same = mean_difference(*runs)
+    assert same.low <= 0.0 <= same.high and not same.excludes()
+    jittered = mean_difference(runs[0] + np.random.default_rng(2).normal(0.0, 0.05, len(ids) - 1), runs[1])
+    assert jittered.low < 0.0 < jittered.high  # noise of a twentieth of a nat, centred: no difference found
+
+
 def test_a_family_on_the_slow_path_is_refused_in_one_sentence(ids: list[int]) -> None:
     with pytest.raises(ModelLoadError, match="slow path"):
         kv_quant.quantized_nll(slow_loaded("bloom"), ids, 2, torch.zeros(len(ids), dtype=torch.bool))
@@ -236,7 +260,7 @@ def test_the_kv_page_runs_the_eviction_policies_and_draws_what_each_keeps(smollm
 def test_a_stopped_quantized_table_keeps_the_rows_it_measured(smollm2: object) -> None:
     trace = english(smollm2)
     seen = []
-    rows = kv_quant.quantized_table(smollm2, trace, (2, 4), ("none",), lambda so_far, total: seen.append(total)
+    rows = kv_quant.quantized_table(smollm2, trace, (2, 4), ("none",), progress=lambda so_far, total: seen.append(total)
                                     or len(so_far) < 2)  # fmt: skip
     assert [(row.bits, row.protect) for row in rows] == [(0, "none"), (2, "none")] and seen == [3, 3]
     whole = kv_quant.quantized_table(smollm2, trace, (2,), ("none",))

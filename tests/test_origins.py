@@ -12,7 +12,7 @@ from sinkscope.core.capture import analyze_ids
 from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.names import DEFAULT_EPS
 from sinkscope.experiments import elsewhere, qk, writes
-from sinkscope.findings import origins
+from sinkscope.findings import origins, words
 
 from tests.helpers import english, synthetic
 from tests.tiny import MATRIX, N_TOKENS, build, eager_run, loaded_tiny, slow_loaded
@@ -117,6 +117,37 @@ def test_the_qk_terms_sum_to_the_score_of_an_eager_forward(name: str, ids: list[
     assert terms.terms.sum() == pytest.approx(expected, rel=1e-4, abs=1e-6)
     assert terms.score == pytest.approx(expected, rel=1e-4, abs=1e-6)
     assert (terms.terms[-1] != 0) == (name == "qwen2")  # only Qwen2's key projection has a bias
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen2"])
+def test_the_margin_split_sums_to_the_log_odds_of_eager_attention_on_key_0(name: str, ids: list[int]) -> None:
+    """The margin, key 0's score over the log-sum-exp of the others', is the log-odds of the weight transformers'
+    eager attention gives key 0: ln(p / (1 - p)) for each query, averaged; its split adds up to it."""
+    layer, head, first, last = 2, 3, 5, 30
+    loaded = loaded_tiny(name)
+    terms = qk.qk_attribution(loaded, ids, layer, head, (first, last))
+    output, _ = eager_run(name, ids)
+    p = output.attentions[layer][0, head, first : last + 1, 0].double()  # (queries,): eager's weight on key 0
+    expected = float(torch.log(p / (1 - p)).mean())
+    assert terms.margin == pytest.approx(expected, rel=1e-4, abs=1e-4)
+    assert terms.margin_terms.sum() == pytest.approx(terms.margin, rel=1e-4, abs=1e-4)
+    assert terms.first_weight == pytest.approx(float(p.mean()), abs=1e-5)
+
+
+def test_the_split_s_prediction_stands_beside_a_real_run_without_the_write(smollm2: object) -> None:
+    trace = english(smollm2)
+    built = writes.first_writes(trace)
+    sink = np.nan_to_num(trace.heads["sink"])
+    layer, head = (int(i) for i in np.unravel_index(np.argmax(sink), sink.shape))
+    removed = (built.builder.part, built.builder.block)
+    check = qk.linear_check(smollm2, trace.token_ids, layer, head, removed)
+    real = writes.remove_write(smollm2, trace.token_ids, built.builder.block, built.builder.part)
+    assert check.ablated.first_weight == pytest.approx(float(real.changed.heads["sink"][layer, head]), abs=1e-3)
+    assert check.predicted_margin == pytest.approx(check.intact.margin - check.intact.term_of(removed))
+    assert check.holds == (abs(check.predicted_margin - check.ablated.margin) <= words.SPLIT_HOLDS)
+    assert check.said().text("en").startswith("With one write removed (remove block")
+    with pytest.raises(InputError, match="not before layer"):
+        qk.linear_check(smollm2, trace.token_ids, 2, 0, ("mlp", 5))
 
 
 @pytest.mark.parametrize(("name", "reason"), [("olmo2", "post-norm"), ("gpt2", "one projection")])

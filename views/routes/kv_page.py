@@ -1,6 +1,7 @@
 """KV-cache lab: compress the cache and see why the sinks must survive (a quantized cache, with and without its
 sinks in full precision; eviction policies at one budget; which heads need more than sinks + a window)."""
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ from sinkscope.core import names
 from sinkscope.core.capture import Trace, analyze_ids
 from sinkscope.core.errors import SinkscopeError
 from sinkscope.core.i18n import Message
-from sinkscope.core.loss import perplexity
+from sinkscope.core.loss import LEVEL, mean_difference, perplexity
 from sinkscope.core.texts import builtin_text
 from sinkscope.core.tokens import display_tokens
 from sinkscope.experiments import kv_evict, kv_heads, kv_quant
@@ -27,7 +28,6 @@ from views.widgets import charts, jobs, lessons
 SHOWN_BITS = (2, 3, 4)  # the form's first choice: where protection matters
 EVICT_TOKENS = (128, 256, 512)  # tokens of Python's help the policies run over
 BUDGETS = (16, 32, 64, 128)  # cache sizes to choose from
-PAPER_BITS = 3  # IntactKV's figure is at INT3
 
 
 def measured(request: session.Request, what: str, args: tuple, stop_key: str, text: str,
@@ -38,25 +38,44 @@ def measured(request: session.Request, what: str, args: tuple, stop_key: str, te
     return lessons.attempt(lambda: jobs.run(job, text, stop=(stop_key, "kv.stop_help")))
 
 
-def choices() -> tuple[tuple[int, ...], tuple[str, ...]] | None:
-    """The bits and protections asked for (kept across reruns), or None before the first run."""
+def choices() -> tuple[tuple[int, ...], tuple[str, ...], int | None] | None:
+    """The bits, protections and residual window asked for (kept across reruns), or None before the first run."""
     with st.form("kv_form"):
-        cells = st.columns(2)
+        cells = st.columns(3)
         bits = cells[0].multiselect(t("kv.bits"), kv_quant.BITS, default=list(SHOWN_BITS), key="kv_bits")
         protect = cells[1].multiselect(t("kv.protect"), kv_quant.PROTECTIONS, default=list(kv_quant.PROTECTIONS),
                                        format_func=lambda p: t(names.PROTECT_KEYS[p]), key="kv_protect")  # fmt: skip
+        residual = cells[2].selectbox(t("kv.residual"), [*kv_quant.RESIDUALS, None], key="kv_residual",
+                                      index=kv_quant.RESIDUALS.index(kv_quant.RESIDUAL), format_func=residual_label)
         if st.form_submit_button(t("kv.run"), type="primary") and bits and protect:
-            st.session_state["kv_asked"] = (tuple(sorted(bits)), tuple(p for p in kv_quant.PROTECTIONS if p in protect))
+            protections = tuple(p for p in kv_quant.PROTECTIONS if p in protect)
+            st.session_state["kv_asked"] = (tuple(sorted(bits)), protections, residual)
             st.session_state.pop("kv_rows_partial", None)  # asked again: a stopped run starts over
     return st.session_state.get("kv_asked")
 
 
+def residual_label(residual: int | None) -> str:
+    """A residual window as the form offers it; None is the old non-causal cache, a pessimistic bound."""
+    return t("kv.residual_bound") if residual is None else t("kv.residual_tokens", n=residual)
+
+
 def table(rows: list[kv_quant.KVRow]) -> None:
-    dense = rows[0].perplexity
+    """Each cache's perplexity and its ratio to the dense cache, with that ratio's bootstrap interval."""
+    dense = rows[0]
     shown = [{t("kv.col_bits"): row.bits or t("kv.dense"), t("kv.col_protect"): t(names.PROTECT_KEYS[row.protect])
-              if row.bits else "—", t("kv.col_ppl"): row.perplexity, t("kv.col_ratio"): times(row.perplexity / dense)}
+              if row.bits else "—", t("kv.col_ppl"): row.perplexity, t("kv.col_ratio"): times(row.perplexity /
+              dense.perplexity), t("kv.col_interval", level=round(100 * LEVEL)): ratio_interval(row, dense)}
              for row in rows]  # fmt: skip
     st.dataframe(local_table(pd.DataFrame(shown), 2), hide_index=True, key="kv_table")
+    st.caption(t("kv.read_as", residual=residual_label(dense.residual), level=round(100 * LEVEL)))
+
+
+def ratio_interval(row: kv_quant.KVRow, dense: kv_quant.KVRow) -> str:
+    """The perplexity ratio's interval over the text's tokens: exp of the mean loss difference's."""
+    if not row.bits:
+        return "—"
+    found = mean_difference(row.nll, dense.nll)
+    return t("kv.interval", low=num(math.exp(found.low), ".2f"), high=num(math.exp(found.high), ".2f"))
 
 
 def quantized_rows(request: session.Request, trace: Trace, asked: tuple) -> list[kv_quant.KVRow] | None:
@@ -84,7 +103,7 @@ def quantized_rows(request: session.Request, trace: Trace, asked: tuple) -> list
 
 def quantized(request: session.Request, trace: Trace) -> None:
     st.subheader(t("kv.quant_heading"))
-    st.markdown(t("kv.quant_intro", group=kv_quant.GROUP, first=kv_quant.FIRST_KEPT))
+    st.markdown(t("kv.quant_intro", group=kv_quant.GROUP, first=kv_quant.FIRST_KEPT, residual=kv_quant.RESIDUAL))
     asked = choices()
     sinks = kv_quant.detected_sinks(trace)
     st.caption(plain(t("kv.sinks_kept", tokens=", ".join(f"{j}:{trace.tokens[j]}" for j in sinks) or "—")))
@@ -99,16 +118,6 @@ def quantized(request: session.Request, trace: Trace) -> None:
         st.markdown(say(found))
     if len(rows) > 1:  # a run stopped after the dense cache has no quantized curve yet
         charts.show(kv_slides.quantized_curves(rows, lang=language()), "kv_curves")
-    lessons.paper_table([(t("kv.paper_intactkv", bits=PAPER_BITS), t("kv.paper_intactkv_value"), yours(rows))],
-                        t("kv.paper_source"))  # fmt: skip
-
-
-def yours(rows: list[kv_quant.KVRow]) -> str:
-    """This text's perplexity at the paper's bits, without protection and with the sinks kept."""
-    at = {row.protect: row.perplexity for row in rows if row.bits == PAPER_BITS}
-    if not {"none", "sinks"} <= set(at):
-        return t("kv.paper_run", bits=PAPER_BITS)
-    return t("kv.paper_yours", none=num(at["none"], ".1f"), kept=num(at["sinks"], ".1f"))
 
 
 TEXTS = {"builtin": "stream.source_builtin", "own": "stream.source_sidebar"}
@@ -238,9 +247,6 @@ def heads(request: session.Request) -> None:
     head_maps(needs, text_heads, on)
     st.markdown(say(kv_heads.said(needs, policy)))
     charts.show(kv_slides.duo_curve(needs, curve, lang=language()), "kv_duo", on=on)
-    lessons.paper_table([(t("kv.paper_duo"), t("kv.paper_duo_value"),
-                          t("kv.paper_duo_yours", times=times(policy.cache_share), tokens=len(ids)))],
-                        t("kv.paper_duo_source"))  # fmt: skip
 
 
 def both(request: session.Request, trace: Trace) -> None:

@@ -117,6 +117,23 @@ def why_this_head(request: session.Request, trace: Trace) -> None:
     where = {"layer": layer, "head": head, "first": first, "last": last}
     charts.show(plot.fig_qk_terms(largest, rest, terms.score, where, lang=language()), "or_qk")
     st.caption(t("origins.qk_note", score=terms.score, total=float(terms.terms.sum())))
+    st.caption(t("origins.margin_note", margin=terms.margin, score=terms.score, others=terms.others,
+                 total=float(terms.margin_terms.sum())))  # fmt: skip
+    split_check(request, trace, layer, head, (first, last))
+
+
+def split_check(request: session.Request, trace: Trace, layer: int, head: int, queries: tuple[int, int]) -> None:
+    """The split's prediction without the write that builds the massive activation, beside a real run without it."""
+    builder = writes.first_writes(trace).builder
+    if builder is None or builder.block >= layer:
+        st.caption(t("origins.no_earlier_write"))
+        return
+    removed, loaded = (builder.part, builder.block), request.loaded
+    run = lambda: qk.linear_check(loaded, trace.token_ids, layer, head, removed, queries)  # noqa: E731
+    args = (trace.token_ids, layer, head, removed, queries)
+    check = lessons.attempt(lambda: lessons.cached(request, "qk_check", args, run, t("origins.attributing")))
+    if check is not None:
+        st.markdown(say(check.said()))
 
 
 def sink_elsewhere(request: session.Request, trace: Trace) -> None:

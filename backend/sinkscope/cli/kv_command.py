@@ -15,7 +15,7 @@ from sinkscope.core.i18n import LANGUAGES
 from sinkscope.findings import words
 
 log = logging.getLogger(__name__)
-COLUMNS = ("bits", "protect", "perplexity")
+COLUMNS = ("bits", "protect", "residual", "perplexity")
 EVICT_COLUMNS = ("policy", "budget", "perplexity", "first_kept")
 HEAD_COLUMNS = ("layer", "head", "loss_change", "needs_context")
 DUO_COLUMNS = ("order", "whole_kv_heads", "cache_kept", "perplexity")
@@ -39,6 +39,9 @@ def run(args: argparse.Namespace) -> None:
     from sinkscope.plot import export, kv_slides
 
     bits = listed(args.bits, kv_quant.BITS, int, "bits")
+    if args.residual < 0 or args.residual % kv_quant.GROUP:
+        raise UsageError(f"--residual {args.residual}: 0 or a multiple of {kv_quant.GROUP} (KIVI quantizes keys a "
+                         "whole group at a time).")  # fmt: skip
     protections = listed(args.protect, kv_quant.PROTECTIONS, str, "protect")
     out = Path(args.out)
     if args.heads and args.budget is None:
@@ -51,9 +54,15 @@ def run(args: argparse.Namespace) -> None:
     trace = analyze_ids(loaded, ids_of(args, loaded))
     print(f"model: {loaded.info.badge()}\n{trace.n_tokens} tokens; sinks kept by 'sinks': "
           f"{', '.join(map(str, kv_quant.detected_sinks(trace)))}")  # fmt: skip
-    rows, table = [], kv_quant.quantized_table(loaded, trace, bits, protections)
+    residual = None if args.bound else args.residual
+    rows, table = [], kv_quant.quantized_table(loaded, trace, bits, protections, residual)
     for row in table:
-        shown = {"bits": row.bits or "dense", "protect": row.protect if row.bits else "-", "perplexity": row.perplexity}
+        shown = {
+            "bits": row.bits or "dense",
+            "protect": row.protect if row.bits else "-",
+            "residual": "bound" if row.residual is None else row.residual,
+            "perplexity": row.perplexity,
+        }
         rows.append(shown)
         print(f"{shown['bits']!s:>6}  {shown['protect']:7s}  ppl {row.perplexity:10.3f}")
     out.mkdir(parents=True, exist_ok=True)
@@ -125,6 +134,11 @@ def add(commands: argparse._SubParsersAction) -> None:
     command.add_argument("--bits", default="2,3,4,8", help="comma-separated: 2, 3, 4, 8")
     command.add_argument("--protect", default="none,first4,sinks",
                          help="tokens kept in full precision: none, first4, sinks (the detected sinks)")  # fmt: skip
+    command.add_argument("--residual", type=int, default=32, help="KIVI's full-precision window R in tokens: 0 or a "
+                         "multiple of 32 (the group); a key is read quantized once its block of R is full, a value "
+                         "once R newer tokens follow")  # fmt: skip
+    command.add_argument("--bound", action="store_true", help="instead, the old non-causal cache: every token "
+                         "quantized at once over its whole group (a pessimistic bound)")  # fmt: skip
     command.add_argument("--budget", type=ranged("window"), help="also run the eviction policies at this cache size "
                          "(DIR/evict.csv: policy, budget, perplexity, first_kept)")  # fmt: skip
     command.add_argument("--heads", action="store_true", help="with --budget: each head alone restricted to sinks + "

@@ -9,6 +9,7 @@ sources live in the catalogues (``claims.<id>.*``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -16,12 +17,12 @@ import numpy as np
 
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import VARIANT_KEYS, Message, times
-from sinkscope.core.loss import perplexity
+from sinkscope.core.loss import LEVEL, mean_difference, perplexity
 from sinkscope.core.names import DEFAULT_EPS, STATUSES
 from sinkscope.experiments import cost, kv_check
 from sinkscope.experiments.interventions import DROP_FROM, Outcome
 from sinkscope.experiments.kv_check import KVCheck
-from sinkscope.experiments.kv_quant import CLAIM_BITS, won_back
+from sinkscope.experiments.kv_quant import CLAIM_BITS, won_back_interval
 from sinkscope.experiments.nudges import DIRECTIONS, QUARTERS, SPREAD, Spread
 from sinkscope.experiments.origin_claims import CORRELATES, FIRST_BLOCKS, from_origins
 from sinkscope.experiments.stream_plan import check_values
@@ -236,13 +237,17 @@ def from_kv(intact: Outcome | None, kv: tuple[np.ndarray, np.ndarray] | None) ->
     if intact is None or kv is None:
         return Verdict("kv_sinks", "not_measured", None)
     dense, bare, kept = (perplexity(nll) for nll in (intact.nll, *kv))
-    hurts = bare >= LITTLE_WORSE * dense
-    rescued = won_back(intact.nll, *kv) > RECOVERS
+    hurts = math.exp(mean_difference(kv[0], intact.nll).low) >= LITTLE_WORSE  # the whole interval of the ratio
+    back = won_back_interval(intact.nll, *kv)
+    rescued = back.low > RECOVERS
     measured = _said("claims.yours.kv_sinks", bits=CLAIM_BITS, dense=round(dense, 1), bare=round(bare, 1),
-                     kept=round(kept, 1))  # fmt: skip
+                     kept=round(kept, 1), back=round(100 * back.value), low=round(100 * back.low),
+                     high=round(100 * back.high), level=round(100 * LEVEL))  # fmt: skip
     evidence = _said("claims.evidence.kv_sinks", n=len(intact.nll) + 1, bits=CLAIM_BITS)
-    why = _said("claims.why.kv_sinks" if hurts else "claims.why.kv_unhurt", little=LITTLE_WORSE)
-    return graded("kv_sinks", int(hurts) + int(hurts and rescued), 2, measured, evidence, why)
+    noise = not back.excludes(RECOVERS)  # the interval straddles the threshold: this text cannot tell
+    why = "claims.why.kv_unhurt" if not hurts else "claims.why.kv_noise" if noise else "claims.why.kv_sinks"
+    why_said = _said(why, little=LITTLE_WORSE, recovers=round(100 * RECOVERS), level=round(100 * LEVEL))
+    return graded("kv_sinks", int(hurts) + int(hurts and rescued), 2, measured, evidence, why_said)
 
 
 def from_h2o(found: KVCheck | None) -> Verdict:

@@ -15,6 +15,7 @@ token quantized at once over its whole group, later keys included (non-causal, n
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,7 +27,15 @@ from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import Trace
 from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message, times
-from sinkscope.core.loss import perplexity
+from sinkscope.core.loss import (
+    LEVEL,
+    Interval,
+    interval_of,
+    mean_difference,
+    perplexity,
+    resample_counts,
+    resampled_means,
+)
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.core.names import DEFAULT_EPS, PROTECT_KEYS
 from sinkscope.experiments.streaming import dense
@@ -157,11 +166,13 @@ def quantized_nll(
 
 @dataclass(frozen=True)
 class KVRow:
-    """One cache: its bits (0 for the dense float cache), its protection, and the NLL of every next token."""
+    """One cache: its bits (0 for the dense float cache), its protection, its residual window (None: the non-causal
+    bound), and the NLL of every next token."""
 
     bits: int
     protect: str
     nll: np.ndarray
+    residual: int | None = RESIDUAL
 
     @property
     def perplexity(self) -> float:
@@ -170,17 +181,19 @@ class KVRow:
 
 def quantized_table(
     loaded: LoadedModel, trace: Trace, bits: tuple[int, ...] = BITS, protections: tuple[str, ...] = PROTECTIONS,
-    progress: Progress | None = None,
+    residual: int | None = RESIDUAL, progress: Progress | None = None,
 ) -> list[KVRow]:  # fmt: skip
-    """The dense cache, then every bits x protection, on ``trace``'s text (its sinks detected from it); ``progress``
-    may stop the run after any row, keeping the rows measured."""
+    """The dense cache, then every bits x protection with a ``residual`` window, on ``trace``'s text (its sinks
+    detected from it); ``progress`` may stop the run after any row, keeping the rows measured."""
+    check_residual(residual)
     ids, sinks = list(trace.token_ids), detected_sinks(trace)
     asked = [(b, protect) for b in bits for protect in protections]
-    rows = [KVRow(0, "none", dense(loaded, ids))]
+    rows = [KVRow(0, "none", dense(loaded, ids), residual)]
     for b, protect in asked:
         if progress is not None and not progress(rows, 1 + len(asked)):
             break
-        rows.append(KVRow(b, protect, quantized_nll(loaded, ids, b, protected(protect, len(ids), sinks))))
+        kept = protected(protect, len(ids), sinks)
+        rows.append(KVRow(b, protect, quantized_nll(loaded, ids, b, kept, residual=residual), residual))
     return rows
 
 
@@ -195,6 +208,14 @@ def won_back(dense: np.ndarray, bare: np.ndarray, kept: np.ndarray) -> float:
     return (bare_loss - kept_loss) / (bare_loss - dense_loss) if bare_loss > dense_loss else 0.0
 
 
+def won_back_interval(dense: np.ndarray, bare: np.ndarray, kept: np.ndarray) -> Interval:
+    """``won_back`` with its bootstrap interval over the text's tokens (the three runs resampled together)."""
+    means = resampled_means(np.stack([dense, bare, kept]), resample_counts(len(dense)))  # (run, draw)
+    added = means[1] - means[0]
+    shares = np.where(added > 0, (means[1] - means[2]) / np.where(added > 0, added, 1.0), 0.0)
+    return interval_of(won_back(dense, bare, kept), shares)
+
+
 def claim_runs(loaded: LoadedModel, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """The scoreboard's evidence: the NLL of a CLAIM_BITS-bit cache with nothing, and with the sinks, kept."""
     ids, sinks = list(trace.token_ids), detected_sinks(trace)
@@ -202,13 +223,19 @@ def claim_runs(loaded: LoadedModel, trace: Trace) -> tuple[np.ndarray, np.ndarra
 
 
 def said(rows: list[KVRow]) -> Message | None:
-    """At the fewest bits measured: the cache without protection against dense, and the best protection's rescue."""
-    dense_ppl = next((row.perplexity for row in rows if row.bits == 0), None)
+    """At the fewest bits measured: the cache without protection against dense, and the best protection's rescue,
+    named best only where its gap to the next protection (or to nothing kept) is wider than the text's noise."""
+    dense_row = next((row for row in rows if row.bits == 0), None)
     fewest = min((row.bits for row in rows if row.bits), default=None)
-    at = {row.protect: row.perplexity for row in rows if row.bits == fewest}
-    if dense_ppl is None or fewest is None or "none" not in at or len(at) < 2:
+    at = {row.protect: row for row in rows if row.bits == fewest}
+    if dense_row is None or fewest is None or "none" not in at or len(at) < 2:
         return None
-    best = min((protect for protect in at if protect != "none"), key=at.get)
-    return Message.of("kv.said", bits=fewest, none=round(at["none"], 1), dense=round(dense_ppl, 1),
-                      ratio=times(at["none"] / dense_ppl), best=Message.of(PROTECT_KEYS[best]),
-                      kept=round(at[best], 1))  # fmt: skip
+    best = min((protect for protect in at if protect != "none"), key=lambda p: at[p].perplexity)
+    second = min((protect for protect in at if protect != best), key=lambda p: at[p].perplexity)
+    cost, gap = mean_difference(at["none"].nll, dense_row.nll), mean_difference(at[second].nll, at[best].nll)
+    return Message.of("kv.said" if gap.excludes() else "kv.said_noise", bits=fewest,
+                      none=round(at["none"].perplexity, 1), dense=round(dense_row.perplexity, 1),
+                      ratio=times(at["none"].perplexity / dense_row.perplexity), ratio_low=round(math.exp(cost.low), 2),
+                      ratio_high=round(math.exp(cost.high), 2), best=Message.of(PROTECT_KEYS[best]),
+                      kept=round(at[best].perplexity, 1), second=Message.of(PROTECT_KEYS[second]),
+                      low=round(gap.low, 3), high=round(gap.high, 3), level=round(100 * LEVEL))  # fmt: skip

@@ -3,6 +3,11 @@ residual component at position 0 (the embedding, each earlier attention and MLP 
 
 With the input norm's scale frozen at its value on this text, the first token's key is linear in the residual
 stream; rotary positions leave position 0 unturned. The terms sum to the score the forward computed (``score``).
+
+Softmax ignores a shift shared by every key, so what decides the weight on key 0 is its *margin*: the score minus the
+log-sum-exp of the other keys' scores. The margin splits into the same terms plus one for the other keys (their
+keys are other tokens' residuals, none of key 0's parts). ``linear_check`` sets the split's prediction for a removed
+write beside a real run without it: they differ when the write also set the input norm's scale.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ import torch
 
 from sinkscope.core.capture import run_forward
 from sinkscope.core.errors import InputError
-from sinkscope.core.i18n import Message
+from sinkscope.core.i18n import Message, times
 from sinkscope.core.models import LoadedModel, require_loaded
 from sinkscope.core.writes import Writes
-from sinkscope.experiments.writes import check_writes
+from sinkscope.experiments.interventions import intervene
+from sinkscope.experiments.writes import REMOVE_KEYS, RemoveWrite, check_writes
+from sinkscope.findings.words import SPLIT_HOLDS
 
 SUM_TOLERANCE = 1e-3  # relative: the components must add up to h^l[0] for the split to be the model's own
 Part = tuple[str, int]  # ("embedding" | "attention" | "mlp" | "bias", block; -1 for the embedding and the bias)
@@ -35,6 +42,22 @@ class QKTerms:
     parts: tuple[Part, ...]
     terms: np.ndarray  # (part,): mean over the queries of scaling * <q_t, the part's share of k_0>
     score: float  # mean over the queries of the score s[t, 0] the forward computed, before any soft-capping
+    others: float  # mean over the queries of ln sum_{0 < j <= t} e^{s[t, j]}; NaN when a query sees only key 0
+    first_weight: float  # mean over the queries of softmax(s[t, :t + 1])[0], the weight these scores give key 0
+    scale: float  # the input norm's scale at position 0, 1 / rms(h^layer[0]), that the split holds frozen
+
+    @property
+    def margin(self) -> float:
+        """What decides the weight on key 0: its score over the log-sum-exp of the other keys', averaged."""
+        return self.score - self.others
+
+    @property
+    def margin_terms(self) -> np.ndarray:
+        """(part + 1,): the margin split, the score's terms and then the other keys' (minus their log-sum-exp)."""
+        return np.append(self.terms, -self.others)
+
+    def term_of(self, part: Part) -> float:
+        return float(self.terms[self.parts.index(part)])
 
     def largest(self, n: int) -> list[tuple[Part, float]]:
         """The ``n`` terms of largest magnitude, largest first."""
@@ -115,8 +138,59 @@ def qk_attribution(
     kv = head // (loaded.info.n_heads // loaded.info.n_kv_heads)
     q = query[0, head, first : last + 1].float()  # (queries, head_dim)
     terms = scaling * (q @ keys[:, kv].T).mean(0)  # (part + 1,)
-    score = scaling * float((q @ key[0, kv, 0].float()).mean())
-    return QKTerms(layer, head, first, last, (*names, ("bias", -1)), terms.numpy().astype(np.float64), score)
+    scores = scaling * (q @ key[0, kv, : last + 1].float().T)  # (queries, key_pos)
+    seen = torch.arange(last + 1)[None, :] <= torch.arange(first, last + 1)[:, None]  # (queries, key_pos): causal
+    others = torch.where(seen & (torch.arange(last + 1) > 0), scores, -torch.inf).logsumexp(-1)  # (queries,)
+    weight = torch.where(seen, scores, -torch.inf).softmax(-1)[:, 0]  # (queries,)
+    rms = float(state.pow(2).mean().sqrt())
+    return QKTerms(layer, head, first, last, (*names, ("bias", -1)), terms.numpy().astype(np.float64),
+                   float(scores[:, 0].mean()), float(others.mean()) if first > 0 else float("nan"),
+                   float(weight.mean()), 1 / rms if rms > 0 else float("nan"))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LinearCheck:
+    """A write removed at position 0: what the frozen-norm split predicts for the head, and a real run without it."""
+
+    removed: Part  # (part, block)
+    intact: QKTerms
+    ablated: QKTerms
+
+    @property
+    def predicted_score(self) -> float:
+        return self.intact.score - self.intact.term_of(self.removed)
+
+    @property
+    def predicted_margin(self) -> float:
+        return self.intact.margin - self.intact.term_of(self.removed)
+
+    @property
+    def holds(self) -> bool:
+        """The split's prediction of the margin is within SPLIT_HOLDS of the real one."""
+        return abs(self.predicted_margin - self.ablated.margin) <= SPLIT_HOLDS
+
+    def said(self) -> Message:
+        part, block = self.removed
+        return Message.of("origins.linear_holds" if self.holds else "origins.linear_differs",
+                          write=Message.of(REMOVE_KEYS[part], layer=block), predicted=round(self.predicted_margin, 1),
+                          real=round(self.ablated.margin, 1), before=round(self.intact.margin, 1),
+                          weight_before=round(self.intact.first_weight, 3),
+                          weight_after=round(self.ablated.first_weight, 3),
+                          scale=times(self.ablated.scale / self.intact.scale), holds=SPLIT_HOLDS)  # fmt: skip
+
+
+def linear_check(
+    loaded: LoadedModel, ids: list[int] | tuple[int, ...], layer: int, head: int, removed: Part,
+    queries: tuple[int, int] | None = None,
+) -> LinearCheck:  # fmt: skip
+    """The head's split with the text intact, and a real run without write ``removed`` (part, block < layer)."""
+    part, block = removed
+    if not 0 <= block < layer:
+        raise InputError("error.write_before", block=block, layer=layer)
+    intact = qk_attribution(loaded, ids, layer, head, queries)
+    with intervene(loaded, RemoveWrite(block, part)):
+        ablated = qk_attribution(loaded, ids, layer, head, queries)
+    return LinearCheck(removed, intact, ablated)
 
 
 def _components(writes: Writes, residual: np.ndarray, layer: int, family: str) -> tuple[torch.Tensor, list[Part]]:
