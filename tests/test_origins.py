@@ -11,7 +11,7 @@ import torch
 from sinkscope.core.capture import analyze_ids
 from sinkscope.core.errors import InputError, ModelLoadError
 from sinkscope.core.names import DEFAULT_EPS
-from sinkscope.experiments import elsewhere, qk, writes
+from sinkscope.experiments import elsewhere, interventions, qk, writes
 from sinkscope.findings import origins, words
 
 from tests.helpers import english, synthetic
@@ -176,6 +176,57 @@ def test_removing_one_write_equals_a_hand_hooked_forward(ids: list[int]) -> None
     np.testing.assert_allclose(removed.changed.heads["sink"], sink, atol=1e-5)
     assert removed.loss_change == pytest.approx(removed.changed.loss - removed.intact.loss)
     assert removed.sink_after(removed.changed) == pytest.approx((sink[2:] > DEFAULT_EPS).mean() * 100)
+
+
+def eager_nll_with(model: torch.nn.Module, ids: list[int], edit: object) -> np.ndarray:
+    """NLL of ids[1:] from transformers' eager forward with block 1's MLP output edited by ``edit(output)``."""
+    hook = model.model.layers[1].mlp.register_forward_hook(lambda _m, _a, output: edit(output.clone()))
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, :-1]
+    hook.remove()
+    return torch.nn.functional.cross_entropy(logits, torch.tensor(ids[1:]), reduction="none").numpy()
+
+
+def test_the_two_controls_equal_hand_built_ablations(ids: list[int]) -> None:
+    """Block 1's MLP write at position 0 replaced by its mean over texts starting with other tokens (each run alone
+    by hand: position 0 sees only itself), and only one channel of it zeroed."""
+    model, firsts = build("llama", "eager"), [5, 9, 17, 33]
+    seen = []
+    hook = model.model.layers[1].mlp.register_forward_hook(lambda _m, _a, output: seen.append(output[0, 0].clone()))
+    with torch.no_grad():
+        for token in firsts:
+            model(torch.tensor([[token, 7, 8]]))  # later tokens change nothing at position 0
+    hook.remove()
+    by_hand = torch.stack(seen).mean(0)
+    loaded = loaded_tiny("llama")
+    mean = writes.mean_first_write(loaded, 1, "mlp", firsts)
+    np.testing.assert_allclose(mean, by_hand.numpy(), rtol=1e-4, atol=1e-6)
+
+    def put_mean(output: torch.Tensor) -> torch.Tensor:
+        output[:, 0] = by_hand
+        return output
+
+    def zero_channel(output: torch.Tensor) -> torch.Tensor:
+        output[:, 0, 3] = 0
+        return output
+
+    change = writes.RemoveWrite(1, "mlp", "mean", mean=tuple(map(float, mean)))
+    np.testing.assert_allclose(interventions.outcome(loaded, ids, change).nll, eager_nll_with(model, ids, put_mean),
+                               rtol=1e-4, atol=1e-5)  # fmt: skip
+    change = writes.RemoveWrite(1, "mlp", "channel", channel=3)
+    np.testing.assert_allclose(interventions.outcome(loaded, ids, change).nll,
+                               eager_nll_with(model, ids, zero_channel), rtol=1e-4, atol=1e-5)  # fmt: skip
+    with pytest.raises(InputError, match="needs its own setting"):
+        writes.RemoveWrite(1, "mlp", "channel")
+
+
+def test_on_smollm2_the_three_removals_tell_no_sink_from_out_of_range(smollm2: object) -> None:
+    trace = english(smollm2)
+    built = writes.first_writes(trace)
+    found = writes.controls(smollm2, trace.token_ids, built.builder.block, built.builder.part, built.channel)
+    assert [c.how for c in found] == list(writes.HOWS)
+    assert 0 < len(writes.other_first_tokens(smollm2, trace.token_ids)) <= writes.OTHER_FIRSTS
+    assert trace.token_ids[0] not in writes.other_first_tokens(smollm2, trace.token_ids)
 
 
 def test_writes_are_refused_with_a_reason_where_a_family_has_none(ids: list[int]) -> None:

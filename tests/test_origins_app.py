@@ -42,6 +42,9 @@ def test_the_origins_page_finds_the_secondary_sinks_and_the_write_that_builds_th
     assert rate.label.startswith(f"Sink rate of layers {block + 1} and later")
     intact = float(rate.delta.split(": ")[1].rstrip("%"))
     assert float(rate.value.rstrip("%")) < intact / 2  # the sink falls without that write
+    shown = next(d.value for d in at.dataframe if "removed" in d.value.columns)
+    assert len(shown) == len(writes.HOWS)  # zeroed, its mean over other first tokens, its massive channel only
+    assert shown["sink rate after"].iloc[0] == pytest.approx(float(rate.value.rstrip("%")), abs=0.05)
     bars = chart(at, "or_qk")["data"][0]
     assert bars["y"][0] == ("MLP " if part == "mlp" else "attention ") + str(block)  # the largest QK term
 

@@ -45,8 +45,13 @@ def choices() -> tuple[tuple[int, ...], tuple[str, ...], int | None] | None:
         bits = cells[0].multiselect(t("kv.bits"), kv_quant.BITS, default=list(SHOWN_BITS), key="kv_bits")
         protect = cells[1].multiselect(t("kv.protect"), kv_quant.PROTECTIONS, default=list(kv_quant.PROTECTIONS),
                                        format_func=lambda p: t(names.PROTECT_KEYS[p]), key="kv_protect")  # fmt: skip
-        residual = cells[2].selectbox(t("kv.residual"), [*kv_quant.RESIDUALS, None], key="kv_residual",
-                                      index=kv_quant.RESIDUALS.index(kv_quant.RESIDUAL), format_func=residual_label)
+        residual = cells[2].selectbox(
+            t("kv.residual"),
+            [*kv_quant.RESIDUALS, None],
+            key="kv_residual",
+            index=kv_quant.RESIDUALS.index(kv_quant.RESIDUAL),
+            format_func=residual_label,
+        )
         if st.form_submit_button(t("kv.run"), type="primary") and bits and protect:
             protections = tuple(p for p in kv_quant.PROTECTIONS if p in protect)
             st.session_state["kv_asked"] = (tuple(sorted(bits)), protections, residual)

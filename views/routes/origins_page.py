@@ -88,6 +88,34 @@ def removal(request: session.Request, trace: Trace, built: writes.FirstWrites) -
                     delta_color="inverse")  # fmt: skip
     cells[2].metric(t("origins.intact_loss"), num(removed.intact.loss, ".2f"))
     st.caption(say(change.message))
+    controls(request, trace, removed, built.channel)
+
+
+def controls(request: session.Request, trace: Trace, removed: writes.WriteRemoved, channel: int | None) -> None:
+    """The same write zeroed, replaced by its mean over other first tokens, and zeroed in its massive channel only:
+    side by side, so that "no sink" and "out of range" can be told apart."""
+    block, part, loaded = removed.removed.block, removed.removed.part, request.loaded
+    run = lambda: writes.controls(loaded, trace.token_ids, block, part, channel)  # noqa: E731
+    found = lessons.attempt(lambda: lessons.cached(request, "write_controls", (trace.token_ids, block, part, channel),
+                                                   run, t("origins.averaging")))  # fmt: skip
+    runs = found and lessons.attempt(lambda: [lessons.outcome(request, trace.token_ids, c) for c in found])
+    if not runs:
+        return
+    st.markdown(t("origins.controls_heading"))
+    rows = []
+    for change, run_without in zip(found, runs, strict=True):
+        each = writes.WriteRemoved(change, removed.intact, run_without, DEFAULT_EPS)
+        rows.append(
+            {
+                t("origins.col_how"): say(change.message),
+                t("origins.col_sink_after"): each.sink_after(run_without),
+                t("origins.loss"): run_without.loss,
+                t("origins.col_loss_change"): each.loss_change,
+            }
+        )
+    st.dataframe(local_table(pd.DataFrame(rows), 2), hide_index=True, key="or_controls")
+    st.caption(t("origins.controls_note", layer=block + 1, eps=num(DEFAULT_EPS, ".1f"),
+                 intact=percent(removed.sink_after(removed.intact))))  # fmt: skip
 
 
 def why_this_head(request: session.Request, trace: Trace) -> None:

@@ -3,6 +3,10 @@
 ``first_writes`` reads a Trace's writes (docs/metrics.md, ``attn_write`` and ``mlp_write``) and finds the write that
 builds the first token's largest massive activation; ``RemoveWrite`` drops one block's attention or MLP write at
 position 0 only, and ``remove_write`` measures the run without it against the intact one.
+
+Zeroing a write that puts thousands into one channel changes two things at once: the sink loses what built it, and
+the first token leaves every range the model has seen. Two controls tell them apart: the write replaced by its mean
+over other first tokens (a typical write, so the state stays in range), and only its massive channel zeroed.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import numpy as np
 import torch
 
 from sinkscope.core.capabilities import Can
-from sinkscope.core.capture import Trace
+from sinkscope.core.capture import Trace, run_forward
 from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel, ModelInfo
@@ -22,6 +26,9 @@ from sinkscope.core.writes import PARTS, Writes
 from sinkscope.experiments.interventions import Intervention, Outcome, _layers_within, outcome
 
 REMOVE_KEYS = {"attention": "iv.remove_attention_write", "mlp": "iv.remove_mlp_write"}
+HOWS = ("zero", "mean", "channel")  # zeroed; replaced by its mean over other first tokens; one channel zeroed
+HOW_KEYS = {"zero": "origins.how_zero", "mean": "origins.how_mean", "channel": "origins.how_channel"}
+OTHER_FIRSTS = 32  # the mean write is taken over the first tokens of this many built-in documents
 BUILT_KEYS = {"attention": "origins.built_by_attention", "mlp": "origins.built_by_mlp"}
 
 
@@ -38,24 +45,66 @@ class RemoveWrite(Intervention):
 
     block: int
     part: str
+    how: str = "zero"
+    channel: int | None = None  # "channel": the one channel zeroed
+    mean: tuple[float, ...] | None = None  # "mean": the write put in its place (d_model values)
 
     def __post_init__(self) -> None:
         if self.part not in PARTS:
             raise InputError("error.unknown_choice", name="part", value=repr(self.part), choices=", ".join(PARTS))
+        if self.how not in HOWS:
+            raise InputError("error.unknown_choice", name="how", value=repr(self.how), choices=", ".join(HOWS))
+        if (self.how == "channel") != (self.channel is not None) or (self.how == "mean") != (self.mean is not None):
+            raise InputError("error.write_control", how=self.how)
 
     def fits(self, info: ModelInfo) -> None:
         _layers_within((self.block,), info.n_layers - 1)
 
     @property
     def message(self) -> Message:
-        return Message.of(REMOVE_KEYS[self.part], layer=self.block)
+        write = Message.of(REMOVE_KEYS[self.part], layer=self.block)
+        return Message.of(HOW_KEYS[self.how], write=write, channel=self.channel, n=OTHER_FIRSTS)
 
     def edit_write(self, block: int, part: str, write: torch.Tensor) -> torch.Tensor:
         if (block, part) != (self.block, self.part):
             return write
         edited = write.clone()  # write: (row, token, d_model)
-        edited[:, 0] = 0
+        if self.how == "channel":
+            edited[:, 0, self.channel] = 0
+        elif self.how == "mean":
+            edited[:, 0] = torch.tensor(self.mean, dtype=write.dtype, device=write.device)
+        else:
+            edited[:, 0] = 0
         return edited
+
+
+def other_first_tokens(loaded: LoadedModel, ids: list[int] | tuple[int, ...]) -> list[int]:
+    """The first tokens of the first OTHER_FIRSTS built-in documents, without repeats or this text's own."""
+    from sinkscope.census.corpus import builtin_documents
+
+    firsts = [loaded.encode(doc, 1, truncate=True, add_bos=False)[0] for doc in builtin_documents()[:OTHER_FIRSTS]]
+    return [token for token in dict.fromkeys(firsts) if token != ids[0]]
+
+
+def mean_first_write(loaded: LoadedModel, block: int, part: str, first_tokens: list[int]) -> np.ndarray:
+    """(d_model,): block ``block``'s ``part`` write at position 0, averaged over texts that start with each of
+    ``first_tokens``; position 0 reads only itself, so its first token is all of a text it depends on."""
+    check_writes(loaded, block)
+    rows = []
+    for token in first_tokens:
+        recorder = loaded.recorder(reduce=False, writes=loaded.writes_buffer(1))
+        run_forward(loaded, [token], recorder)
+        rows.append(recorder.writes.first[PARTS.index(part), block])
+    return np.mean(rows, axis=0)
+
+
+def controls(loaded: LoadedModel, ids: list[int] | tuple[int, ...], block: int, part: str,
+             channel: int | None) -> list[RemoveWrite]:  # fmt: skip
+    """The write zeroed, replaced by its mean over other first tokens, and (with a massive ``channel``) that channel
+    alone zeroed: the three removals the origins page sets side by side."""
+    mean = mean_first_write(loaded, block, part, other_first_tokens(loaded, ids))
+    found = [RemoveWrite(block, part), RemoveWrite(block, part, "mean", mean=tuple(map(float, mean)))]
+    return found + ([RemoveWrite(block, part, "channel", channel=channel)] if channel is not None else [])
 
 
 @dataclass(frozen=True)
