@@ -179,7 +179,7 @@ def test_a_heatmap_under_a_two_line_heading_keeps_its_rows_on_their_ticks() -> N
 
     change = np.zeros((30, 9))  # SmolLM2's heads
     change[-1] = 0.05  # the last layer dark: its cells must reach the x axis
-    fig = fig_head_needs(change, 0.01, 16)  # a two-line heading over a 50 px top margin
+    fig = fig_head_needs(change, change > 0.01, change < 0, 16)  # a two-line heading over a 50 px top margin
     png = np.asarray(Image.open(io.BytesIO(export.image(fig, "png", "caption"))).convert("RGB")).astype(int)
     column = png[:, png.shape[1] // 3]  # through head 0
     background = (np.abs(column - [229, 236, 246]).sum(-1) < 6).nonzero()[0]  # Plotly's plot-area colour

@@ -24,12 +24,15 @@ Interventions apply to every forward pass inside a ``with`` block, in this threa
 
 Where a sink is made: ``trace.key_sink`` (layer, key) is the attention each key receives; ``secondary_sinks(trace)``,
 ``first_writes(trace)`` (which block builds the first token's massive activation), ``remove_write`` and
-``qk_attribution(model, trace.token_ids, layer, head)`` (a head's score on key 0, one term per residual component).
+``qk_attribution(model, trace.token_ids, layer, head)`` (a head's score on key 0 and its margin over the other keys,
+one term per residual component) and ``linear_check`` (that split's prediction for a removed write beside a real run).
 
-The KV-cache lab: ``quantized_table(model, trace)`` (a KIVI-style quantized cache, with and without the sinks in
-full precision), ``evict(model, ids, budget)`` (window, sinks + window, H2O, H2O with its sinks kept, as lanes of one
-batch), ``head_needs(model, ids, budget)`` (every head alone restricted to sinks + window) and ``duo_policy`` /
-``policy_curve`` (DuoAttention's cache built from it).
+The KV-cache lab: ``quantized_table(model, trace)`` (KIVI's causal quantized cache with its residual window, with
+and without the sinks in full precision; ``residual=None`` for the old non-causal bound), ``mean_difference`` (a
+bootstrap interval of two caches' loss gap), ``passkey_table(model, n_tokens, budget)`` (a number stated early:
+each cache's probability of it beside its perplexity), ``evict(model, ids, budget)`` (window, sinks + window, H2O,
+H2O with its sinks kept, as lanes of one batch), ``head_needs(model, ids, budget)`` (every head alone restricted
+to sinks + window) and ``duo_policy`` / ``policy_curve`` (DuoAttention's cache built from it).
 
 A census of a whole corpus runs on Ray (``sinkscope.run_census``; ``sinkscope census`` on the command line).
 
@@ -78,6 +81,9 @@ _EXPORTS = {
     "quantized_table": "sinkscope.experiments.kv_quant",
     "quantized_nll": "sinkscope.experiments.kv_quant",
     "evict": "sinkscope.experiments.kv_evict",
+    "passkey_table": "sinkscope.experiments.passkey",
+    "mean_difference": "sinkscope.core.loss",
+    "linear_check": "sinkscope.experiments.qk",
     "head_needs": "sinkscope.experiments.kv_heads",
     "duo_policy": "sinkscope.experiments.kv_heads",
     "policy_curve": "sinkscope.experiments.kv_heads",

@@ -16,7 +16,7 @@ from sinkscope.core.i18n import Message
 from sinkscope.core.loss import LEVEL, mean_difference, perplexity
 from sinkscope.core.texts import builtin_text
 from sinkscope.core.tokens import display_tokens
-from sinkscope.experiments import kv_evict, kv_heads, kv_quant
+from sinkscope.experiments import kv_evict, kv_heads, kv_quant, passkey
 from sinkscope.findings import sources, words
 from sinkscope.plot import kv_slides
 
@@ -254,9 +254,49 @@ def heads(request: session.Request) -> None:
     charts.show(kv_slides.duo_curve(needs, curve, lang=language()), "kv_duo", on=on)
 
 
+def passkey_rows(request: session.Request, n_tokens: int, budget: int, bits: int) -> list[passkey.PasskeyRow] | None:
+    """The passkey table at the length and cache size asked, measured once for every session."""
+    loaded = request.loaded
+
+    def run(show: cache.Show) -> list[passkey.PasskeyRow]:
+        def progress(rows: list[passkey.PasskeyRow], total: int) -> bool:
+            show(len(rows) / total, t("kv.passkey_progress"))
+            return True
+
+        return passkey.passkey_table(loaded, n_tokens, budget, bits, progress)
+
+    return measured(request, "kv_passkey", (n_tokens, budget, bits), "kv_passkey_stop", t("kv.passkey_running"), run)
+
+
+def passkey_check(request: session.Request) -> None:
+    """A number stated early, asked at the end: each cache's probability of the answer beside its perplexity."""
+    st.subheader(t("kv.passkey_heading"))
+    st.markdown(t("kv.passkey_intro", retrieves=words.RETRIEVES))
+    cells = st.columns(3)
+    n_tokens = cells[0].select_slider(t("kv.evict_tokens"), passkey.LENGTHS, value=passkey.LENGTHS[0], key="kv_pk_n")
+    budget = cells[1].select_slider(t("kv.evict_budget"), BUDGETS, value=BUDGETS[1], key="kv_pk_budget")
+    bits = cells[2].select_slider(t("kv.bits"), kv_quant.BITS, value=passkey.BITS, key="kv_pk_bits")
+    if st.button(t("kv.passkey_run"), key="kv_passkey_run"):
+        st.session_state["kv_passkey"] = (n_tokens, budget, bits, passkey_rows(request, n_tokens, budget, bits))
+    if st.session_state.get("kv_passkey", (0, 0, 0, None))[3] is None:
+        return
+    n_tokens, budget, bits, rows = st.session_state["kv_passkey"]
+    names_of = {"dense": lambda _: t("kv.dense"), "evict": lambda c: t(names.POLICY_KEYS[c]),
+                "quant": lambda c: t("kv.passkey_quant", bits=bits, kept=t(names.PROTECT_KEYS[c]))}  # fmt: skip
+    shown = [{t("kv.col_cache"): names_of[row.kind](row.cache), t("kv.col_passkey"): percent(100 * row.probability),
+              t("kv.col_ppl"): row.perplexity, t("kv.col_retrieves"): t("kv.yes") if row.retrieves else t("kv.no")}
+             for row in rows]  # fmt: skip
+    st.dataframe(local_table(pd.DataFrame(shown), 2), hide_index=True, key="kv_passkey_table")
+    st.caption(t("kv.passkey_on", n=n_tokens, budget=budget))
+    message = passkey.said(rows, budget)
+    if message is not None:
+        st.markdown(say(message))
+
+
 def both(request: session.Request, trace: Trace) -> None:
     quantized(request, trace)
     eviction(request)
+    passkey_check(request)
     heads(request)
 
 

@@ -17,7 +17,7 @@ from sinkscope.findings import words
 log = logging.getLogger(__name__)
 COLUMNS = ("bits", "protect", "residual", "perplexity")
 EVICT_COLUMNS = ("policy", "budget", "perplexity", "first_kept")
-HEAD_COLUMNS = ("layer", "head", "loss_change", "needs_context")
+HEAD_COLUMNS = ("layer", "head", "loss_change", "low", "high", "needs_context", "within_noise")
 DUO_COLUMNS = ("order", "whole_kv_heads", "cache_kept", "perplexity")
 
 
@@ -110,12 +110,15 @@ def heads(loaded: object, ids: list[int], budget: int, out: Path) -> tuple:
         return True
 
     needs = kv_heads.head_needs(loaded, ids, budget, layer_done)
-    retrieval = needs.needs_context()
-    rows = [{"layer": layer, "head": head, "loss_change": float(change), "needs_context": bool(retrieval[layer, head])}
+    retrieval, noise = needs.needs_context(), needs.within_noise()
+    rows = [{"layer": layer, "head": head, "loss_change": float(change), "low": float(needs.low[layer, head]),
+             "high": float(needs.high[layer, head]), "needs_context": bool(retrieval[layer, head]),
+             "within_noise": bool(noise[layer, head])}
             for (layer, head), change in np.ndenumerate(needs.change)]  # fmt: skip
     write_csv(str(out / "heads.csv"), HEAD_COLUMNS, rows)
     print(f"{int(retrieval.sum())} of {retrieval.size} heads need more than sinks + window (over "
-          f"{100 * words.NEEDS_CONTEXT:g}% perplexity each); {out / 'heads.csv'}")  # fmt: skip
+          f"{100 * words.NEEDS_CONTEXT:g}% perplexity each, across the 95% interval); {int(noise.sum())} within the "
+          f"noise of that threshold; {out / 'heads.csv'}")  # fmt: skip
     curve = kv_heads.policy_curve(loaded, ids, needs)
     duo = [{"order": order, "whole_kv_heads": policy.retrieval_share, "cache_kept": policy.cache_share,
             "perplexity": policy.perplexity} for order, policies in curve.items() for policy in policies]  # fmt: skip

@@ -20,12 +20,13 @@ from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import block_call, call_block, run_forward
 from sinkscope.core.errors import ModelLoadError
 from sinkscope.core.i18n import Message
-from sinkscope.core.loss import perplexity, token_nll
+from sinkscope.core.loss import LEVEL, perplexity, resample_counts, resampled_means, token_nll
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.experiments.kv_evict import SINKS
 from sinkscope.experiments.streaming import band_mask, dense
 from sinkscope.findings.words import LITTLE_WORSE, NEEDS_CONTEXT
 
+TAILS = ((1 - LEVEL) / 2, (1 + LEVEL) / 2)  # the quantiles of an interval
 TAIL_TOLERANCE = 1e-3  # nats: the final norm and LM head applied here must give the model's own loss
 Progress = Callable[["HeadNeeds"], bool]  # the map so far (NaN where not yet measured) -> keep going?
 
@@ -37,10 +38,26 @@ class HeadNeeds:
     budget: int  # cache size: SINKS first tokens and budget - SINKS recent ones
     dense_nll: np.ndarray  # (token - 1,)
     change: np.ndarray  # (layer, head): mean NLL ablated - dense, in nats; NaN: not measured (stopped)
+    low: np.ndarray | None = None  # (layer, head): the change's LEVEL bootstrap interval over tokens (None: the
+    high: np.ndarray | None = None  # change alone, as if it had no noise)
+
+    def _interval(self) -> tuple[np.ndarray, np.ndarray]:
+        found = (self.change, self.change) if self.low is None or self.high is None else (self.low, self.high)
+        return tuple(np.nan_to_num(bound, nan=0.0) for bound in found)
 
     def needs_context(self) -> np.ndarray:
-        """(layer, head) bool: the retrieval heads, whose restriction raises perplexity by over NEEDS_CONTEXT."""
-        return np.nan_to_num(self.change, nan=0.0) > np.log1p(NEEDS_CONTEXT)
+        """(layer, head) bool: the retrieval heads, whose restriction raises perplexity by over NEEDS_CONTEXT across
+        the whole interval."""
+        return self._interval()[0] > np.log1p(NEEDS_CONTEXT)
+
+    def within_noise(self) -> np.ndarray:
+        """(layer, head) bool: measured heads whose interval holds the threshold: this text cannot place them."""
+        low, high = self._interval()
+        return self.measured & (low <= np.log1p(NEEDS_CONTEXT)) & (high > np.log1p(NEEDS_CONTEXT))
+
+    def streams(self) -> np.ndarray:
+        """(layer, head) bool: measured heads that work with sinks + window across the whole interval."""
+        return self.measured & ~self.needs_context() & ~self.within_noise()
 
     @property
     def measured(self) -> np.ndarray:
@@ -48,8 +65,10 @@ class HeadNeeds:
         return ~np.isnan(self.change)
 
     def streaming_share(self) -> float:
-        """The share of measured heads that work with sinks + window (NaN: none measured)."""
-        return float((~self.needs_context())[self.measured].mean()) if self.measured.any() else float("nan")
+        """The share of the measured heads this text places (outside the noise) that work with sinks + window (NaN:
+        none placed)."""
+        placed = self.measured & ~self.within_noise()
+        return float(self.streams()[placed].mean()) if placed.any() else float("nan")
 
 
 @dataclass
@@ -122,7 +141,8 @@ def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progr
     call = block_call(loaded, ids)
     targets = torch.tensor(ids[1:], device=model.device)
     band = band_mask(len(ids), SINKS, budget - SINKS).to(model.device)
-    change = np.full((info.n_layers, info.n_heads), np.nan)
+    change, low, high = (np.full((info.n_layers, info.n_heads), np.nan) for _ in range(3))
+    counts = resample_counts(len(ids) - 1)  # one set of resamples for every head: their intervals compare
     lanes = torch.arange(info.n_heads)  # lane i restricts head i
     reached = min(budget, len(ids) - 1)  # predictions from positions before the budget see every key anyway
     with torch.inference_mode():
@@ -136,10 +156,17 @@ def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progr
             with attention.overriding(Banded(restricted, band).attend):
                 final = _run_blocks(loaded, hidden, layer, call)[:, reached:-1]  # (lane, position, d)
                 ablated = _final_nll(loaded, final, targets[reached:])
-            change[layer] = ((ablated - dense_nll[reached:]).sum(-1) / len(dense_nll)).numpy()  # (head,)
-            if progress is not None and not progress(HeadNeeds(budget, dense_nll.numpy(), change.copy())):
+            per_token = torch.zeros(info.n_heads, len(dense_nll))  # (head, token - 1): 0 where every key is seen
+            per_token[:, reached:] = ablated - dense_nll[reached:]
+            change[layer] = per_token.mean(-1).numpy()  # (head,)
+            low[layer], high[layer] = np.quantile(resampled_means(per_token.numpy(), counts), TAILS, axis=-1)
+            if progress is not None and not progress(HeadNeeds(budget, dense_nll.numpy(), *copies(change, low, high))):
                 break
-    return HeadNeeds(budget, dense_nll.numpy(), change)
+    return HeadNeeds(budget, dense_nll.numpy(), change, low, high)
+
+
+def copies(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    return tuple(array.copy() for array in arrays)
 
 
 CURVE_SHARES = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)  # shares of key-value heads kept whole along the policy curve
@@ -213,9 +240,13 @@ def said(needs: HeadNeeds, policy: DuoPolicy | None) -> Message | None:
     measured = int(needs.measured.sum())
     if not measured:
         return None
-    streaming = int((~needs.needs_context() & needs.measured).sum())
-    params = dict(streaming=streaming, measured=measured, budget=needs.budget, rise=round(100 * NEEDS_CONTEXT),
-                  share=round(100 * needs.streaming_share()), dense=round(perplexity(needs.dense_nll), 2))  # fmt: skip
+    noise = int(needs.within_noise().sum())
+    placed = Message.of("kv.heads_placed", noise=noise, measured=measured, rise=round(100 * NEEDS_CONTEXT),
+                        level=round(100 * LEVEL), placed=measured - noise,
+                        share=round(100 * needs.streaming_share()))  # fmt: skip
+    params = dict(streaming=int(needs.streams().sum()), measured=measured, budget=needs.budget,
+                  rise=round(100 * NEEDS_CONTEXT), dense=round(perplexity(needs.dense_nll), 2),
+                  placed_said=placed)  # fmt: skip
     if policy is None:
         return Message.of("kv.heads_said", **params)
     adds_up = policy.perplexity >= LITTLE_WORSE * perplexity(needs.dense_nll)

@@ -22,6 +22,7 @@ READS = 0.5  # a sink head "reads its sink" when over half its output (value_sin
 READS_NOTHING = 0.1  # ... and "reads almost nothing" from it when under a tenth does
 FLAT_SLOPE = 0.1  # a norm whose log-log slope against T is under 0.1 in size "stays about flat" ...
 FLAT_RANGE = 2.0  # ... if its largest value is also at most twice its smallest; a wider range with no trend "varies"
+RETRIEVES = 0.5  # a cache "retrieves the pass key" when the model gives the right answer a probability over one half
 SPLIT_HOLDS = 1.0  # the QK split's linear prediction of a margin "holds" when within 1 logit of the real run's
 HUGE = 100.0  # an activation is "huge" when it is at least 100 times its layer's median |h|
 

@@ -29,18 +29,24 @@ def fig_kept(shares: np.ndarray, policies: list[str], tokens: list[str], budget:
     return fig
 
 
-def fig_head_needs(change: np.ndarray, threshold: float, budget: int, lang: str = "en") -> go.Figure:
-    """layer x head: each head's loss change when it alone keeps sinks + window; a dot on those over ``threshold``
-    (nats), the retrieval heads. Blank where a stopped run did not reach."""
+def fig_head_needs(
+    change: np.ndarray, needs: np.ndarray, noise: np.ndarray, budget: int, lang: str = "en"
+) -> go.Figure:  # fmt: skip
+    """layer x head: each head's loss change when it alone keeps sinks + window; a dot on those that ``needs`` the
+    whole context, a ring on those within the noise of the threshold (both (layer, head) bool). Blank where a
+    stopped run did not reach."""
     tr = Text(lang)
     n_layers, n_heads = change.shape
-    layer, head = np.nonzero(np.nan_to_num(change, nan=-np.inf) > threshold)
-    reach = float(np.nanmax(np.abs(change))) if np.isfinite(change).any() else threshold
+    layer, head = np.nonzero(needs)
+    reach = float(np.nanmax(np.abs(change))) if np.isfinite(change).any() else 1.0  # nothing measured: any scale
     fig = go.Figure(go.Heatmap(z=change, x=np.arange(n_heads), y=np.arange(n_layers), zmid=0, zmin=-reach,
                                zmax=reach, colorscale="RdBu_r", colorbar={"title": {"text": tr("fig.needs_scale")}},
                                hovertemplate=tr("fig.needs_hover") + "<extra></extra>"))  # fmt: skip
     fig.add_scatter(x=head, y=layer, mode="markers", marker={"symbol": "circle", "size": 7, "color": "black"},
                     name=tr("fig.needs_marked"), hoverinfo="skip")  # fmt: skip
+    layer, head = np.nonzero(noise)
+    fig.add_scatter(x=head, y=layer, mode="markers", marker={"symbol": "circle-open", "size": 8, "color": "black"},
+                    name=tr("fig.needs_noise"), hoverinfo="skip")  # fmt: skip
     fig.update_layout(
         title=heading(tr("fig.needs_title", budget=budget)),
         xaxis={"title": tr("fig.head"), "dtick": 1, "range": [-0.5, n_heads - 0.5]},

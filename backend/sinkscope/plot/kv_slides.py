@@ -12,7 +12,6 @@ import plotly.graph_objects as go
 from sinkscope.core.i18n import Text
 from sinkscope.core.loss import perplexity
 from sinkscope.core.names import POLICY_KEYS, PROTECT_KEYS
-from sinkscope.findings.words import NEEDS_CONTEXT
 from sinkscope.plot.explore_figures import fig_lines, rolling_mean
 from sinkscope.plot.kv_figures import fig_head_needs, fig_kept, fig_policy_curve
 
@@ -38,6 +37,10 @@ class HeadNeeds(Protocol):
     budget: int
     change: np.ndarray  # (layer, head)
     dense_nll: np.ndarray
+
+    def needs_context(self) -> np.ndarray: ...
+
+    def within_noise(self) -> np.ndarray: ...
 
 
 class DuoPolicy(Protocol):
@@ -72,8 +75,8 @@ def eviction_figures(found: Eviction, tokens: list[str], lang: str = "en") -> di
 
 def needs_map(needs: HeadNeeds, lang: str = "en") -> go.Figure:
     """The per-head map: each head's loss change alone with sinks + window, the ones that need the whole context
-    dotted."""
-    return fig_head_needs(needs.change, float(np.log1p(NEEDS_CONTEXT)), needs.budget, lang=lang)
+    dotted, the ones within the noise of that threshold ringed."""
+    return fig_head_needs(needs.change, needs.needs_context(), needs.within_noise(), needs.budget, lang=lang)
 
 
 def duo_curve(needs: HeadNeeds, curve: dict[str, list[DuoPolicy]], lang: str = "en") -> go.Figure:
