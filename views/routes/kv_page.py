@@ -213,7 +213,8 @@ def measure_heads(request: session.Request, ids: list[int], on: Message, budget:
 
         needs = kv_heads.head_needs(loaded, ids, budget, progress=progress)
         show(1.0, t("kv.heads_policies"))
-        policy, curve = kv_heads.duo_policy(loaded, ids, needs), kv_heads.policy_curve(loaded, ids, needs)
+        held_out = kv_heads.held_out_ids(loaded, len(ids))  # the policy is scored on a text the map was not built on
+        policy, curve = kv_heads.duo_policy(loaded, held_out, needs), kv_heads.policy_curve(loaded, held_out, needs)
         return needs, policy, curve, ids, analyze_ids(loaded, ids).heads, on  # the heads beside the map: same text
 
     found = measured(request, "kv_heads", (tuple(ids), budget), "kv_heads_stop", t("kv.heads_measuring"), run)
@@ -251,7 +252,7 @@ def heads(request: session.Request) -> None:
     needs, policy, curve, ids, text_heads, on = st.session_state["kv_heads"]
     head_maps(needs, text_heads, on)
     st.markdown(say(kv_heads.said(needs, policy)))
-    charts.show(kv_slides.duo_curve(needs, curve, lang=language()), "kv_duo", on=on)
+    charts.show(kv_slides.duo_curve(curve, lang=language()), "kv_duo", on=sources.builtin_held_out(len(ids)))
 
 
 def passkey_rows(request: session.Request, n_tokens: int, budget: int, bits: int) -> list[passkey.PasskeyRow] | None:

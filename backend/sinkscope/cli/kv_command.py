@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> None:
     if args.heads:
         needs, curve = heads(loaded, list(trace.token_ids), args.budget, out)
         figures |= {"kv_heads_map": kv_slides.needs_map(needs, lang=args.lang),
-                    "kv_duo": kv_slides.duo_curve(needs, curve, lang=args.lang)}  # fmt: skip
+                    "kv_duo": kv_slides.duo_curve(curve, lang=args.lang)}  # fmt: skip
     if args.figures:
         captions = export.captions(figures, shown_label(loaded.info.label, args.lang), the_text(args))
         for path in export.write_all(figures, captions, out, ("png", "svg")):
@@ -119,7 +119,7 @@ def heads(loaded: object, ids: list[int], budget: int, out: Path) -> tuple:
     print(f"{int(retrieval.sum())} of {retrieval.size} heads need more than sinks + window (over "
           f"{100 * words.NEEDS_CONTEXT:g}% perplexity each, across the 95% interval); {int(noise.sum())} within the "
           f"noise of that threshold; {out / 'heads.csv'}")  # fmt: skip
-    curve = kv_heads.policy_curve(loaded, ids, needs)
+    curve = kv_heads.policy_curve(loaded, kv_heads.held_out_ids(loaded, len(ids)), needs)  # a text the map never saw
     duo = [{"order": order, "whole_kv_heads": policy.retrieval_share, "cache_kept": policy.cache_share,
             "perplexity": policy.perplexity} for order, policies in curve.items() for policy in policies]  # fmt: skip
     for row in duo:

@@ -272,7 +272,7 @@ def from_heads(found: KVCheck | None) -> Verdict:
     DuoAttention's policy (all of them restricted at once) stays within STREAM_NEAR of dense perplexity."""
     if found is None:
         return Verdict("heads_stream", "not_measured", None)
-    share, dense, policy = found.needs.streaming_share(), perplexity(found.needs.dense_nll), found.policy.perplexity
+    share, dense, policy = found.needs.streaming_share(), found.policy.dense_perplexity, found.policy.perplexity
     most, near = share > MOST, policy <= STREAM_NEAR * dense
     held = round(100 * found.policy.cache_share)
     measured = _said("claims.yours.heads_stream", share=round(100 * share), dense=round(dense, 2),

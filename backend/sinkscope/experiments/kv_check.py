@@ -24,13 +24,14 @@ class KVCheck:
 
 
 def check(loaded: LoadedModel, between: Callable[[], None] = lambda: None) -> KVCheck:
-    """H2O with and without its sinks protected, then the per-head map and DuoAttention's policy from it;
+    """H2O with and without its sinks protected, then the per-head map and DuoAttention's policy from it (scored on
+    the next TOKENS tokens of the help, which the map was not built on);
     ``between`` is called after every token and every layer (the warm start lets visitors in there)."""
     ids = loaded.encode(builtin_text(), TOKENS, truncate=True, add_bos=False)
     step = lambda *_: between() or True  # noqa: E731  (a progress callback that never stops the run)
     eviction = kv_evict.evict(loaded, ids, BUDGET, ("h2o", "h2o_sinks"), progress=step)
     needs = kv_heads.head_needs(loaded, ids, BUDGET, progress=step)
-    return KVCheck(eviction, needs, kv_heads.duo_policy(loaded, ids, needs))
+    return KVCheck(eviction, needs, kv_heads.duo_policy(loaded, kv_heads.held_out_ids(loaded, TOKENS), needs))
 
 
 def values() -> dict[str, int]:

@@ -22,6 +22,7 @@ from sinkscope.core.errors import ModelLoadError
 from sinkscope.core.i18n import Message
 from sinkscope.core.loss import LEVEL, perplexity, resample_counts, resampled_means, token_nll
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
+from sinkscope.core.texts import builtin_text
 from sinkscope.experiments.kv_evict import SINKS
 from sinkscope.experiments.streaming import band_mask, dense
 from sinkscope.findings.words import LITTLE_WORSE, NEEDS_CONTEXT
@@ -180,21 +181,33 @@ class DuoPolicy:
     streaming: np.ndarray  # (layer, kv_head) bool
     nll: np.ndarray  # (token - 1,)
     cache_share: float  # the cache it holds at the end of the text, against the full cache
+    dense_nll: np.ndarray | None = None  # (token - 1,): the dense cache on the same text (None: not run)
 
     @property
     def perplexity(self) -> float:
         return perplexity(self.nll)
 
     @property
+    def dense_perplexity(self) -> float:
+        return perplexity(self.dense_nll) if self.dense_nll is not None else float("nan")
+
+    @property
     def retrieval_share(self) -> float:
         return float(1 - self.streaming.mean())
 
 
-def kv_head_change(needs: HeadNeeds, n_kv_heads: int) -> np.ndarray:
-    """(layer, kv_head): the largest loss change of the key-value head's query heads; +inf where not measured (the
-    cache is per key-value head, so it can stream only if every query head reading it can)."""
-    change = np.where(needs.measured, needs.change, np.inf)
+def kv_head_change(needs: HeadNeeds, n_kv_heads: int, bound: np.ndarray | None = None) -> np.ndarray:
+    """(layer, kv_head): the largest loss change (or ``bound`` (layer, head), e.g. the interval's top) of the
+    key-value head's query heads; +inf where not measured (the cache is per key-value head, so it can stream only
+    if every query head reading it can)."""
+    change = np.where(needs.measured, needs.change if bound is None else bound, np.inf)
     return change.reshape(change.shape[0], n_kv_heads, -1).max(-1)  # (layer, kv_head, group) -> (layer, kv_head)
+
+
+def held_out_ids(loaded: LoadedModel, n_tokens: int) -> list[int]:
+    """The ``n_tokens`` of Python's help after its first ``n_tokens``: a text to score DuoAttention's policy on that
+    its per-head map was not built on (the map runs on the first ones, or on the visitor's text)."""
+    return loaded.encode(builtin_text(), 2 * n_tokens, truncate=True, add_bos=False)[n_tokens:]
 
 
 def whole_heads(needs: HeadNeeds, n_kv_heads: int, share: float, order: str = "ranked") -> np.ndarray:
@@ -207,31 +220,37 @@ def whole_heads(needs: HeadNeeds, n_kv_heads: int, share: float, order: str = "r
     return chosen.reshape(change.shape)
 
 
-def duo_policy(loaded: LoadedModel, ids: list[int], needs: HeadNeeds, whole: np.ndarray | None = None) -> DuoPolicy:
-    """One pass where every key-value head not kept ``whole`` (layer, kv_head) keeps only sinks + window; by
-    default the whole ones are those with a query head that needs the whole context, or one not measured."""
+def duo_policy(
+    loaded: LoadedModel, ids: list[int], needs: HeadNeeds, whole: np.ndarray | None = None,
+    dense_nll: np.ndarray | None = None,
+) -> DuoPolicy:  # fmt: skip
+    """One pass over ``ids`` where every key-value head not kept ``whole`` (layer, kv_head) keeps only sinks +
+    window, beside the dense cache on the same text (``dense_nll`` when the caller has it); by default the whole
+    ones are those with a query head that may need the whole context (the top of its interval over the threshold),
+    or one not measured."""
     check_ids(require_loaded(loaded), ids)
     loaded.require(Can.EVICT_KV)
     info = loaded.info
     group = info.n_heads // info.n_kv_heads
     if whole is None:
-        whole = kv_head_change(needs, info.n_kv_heads) > np.log1p(NEEDS_CONTEXT)
+        whole = kv_head_change(needs, info.n_kv_heads, needs.high) > np.log1p(NEEDS_CONTEXT)
     streaming = ~whole
     restricted = torch.from_numpy(np.repeat(streaming, group, axis=1))[None]  # (lane=1, layer, head)
     band = band_mask(len(ids), SINKS, needs.budget - SINKS).to(loaded.model.device)
     with attention.overriding(Banded(restricted, band).attend):
         nll = dense(loaded, ids)
     held = np.where(streaming, min(needs.budget, len(ids)), len(ids))  # (layer, kv_head): tokens each one holds
-    return DuoPolicy(streaming, nll, float(held.sum() / (len(ids) * streaming.size)))
+    dense_nll = dense(loaded, ids) if dense_nll is None else dense_nll
+    return DuoPolicy(streaming, nll, float(held.sum() / (len(ids) * streaming.size)), dense_nll)
 
 
 def policy_curve(
     loaded: LoadedModel, ids: list[int], needs: HeadNeeds, shares: tuple[float, ...] = CURVE_SHARES
 ) -> dict[str, list[DuoPolicy]]:
-    """Per order: the policy keeping each share of key-value heads whole, one pass each."""
-    n_kv = loaded.info.n_kv_heads
-    return {order: [duo_policy(loaded, ids, needs, whole_heads(needs, n_kv, share, order)) for share in shares]
-            for order in ORDERS}  # fmt: skip
+    """Per order: the policy keeping each share of key-value heads whole, one pass each over ``ids``."""
+    n_kv, dense_nll = loaded.info.n_kv_heads, dense(loaded, ids)
+    return {order: [duo_policy(loaded, ids, needs, whole_heads(needs, n_kv, share, order), dense_nll)
+                    for share in shares] for order in ORDERS}  # fmt: skip
 
 
 def said(needs: HeadNeeds, policy: DuoPolicy | None) -> Message | None:
@@ -249,6 +268,7 @@ def said(needs: HeadNeeds, policy: DuoPolicy | None) -> Message | None:
                   placed_said=placed)  # fmt: skip
     if policy is None:
         return Message.of("kv.heads_said", **params)
-    adds_up = policy.perplexity >= LITTLE_WORSE * perplexity(needs.dense_nll)
+    adds_up = policy.perplexity >= LITTLE_WORSE * policy.dense_perplexity
     return Message.of("kv.heads_policy_said" if adds_up else "kv.heads_policy_little", **params,
-                      policy=round(policy.perplexity, 2), cache=round(100 * policy.cache_share))  # fmt: skip
+                      policy=round(policy.perplexity, 2), cache=round(100 * policy.cache_share),
+                      policy_dense=round(policy.dense_perplexity, 2), tokens=len(policy.nll) + 1)  # fmt: skip

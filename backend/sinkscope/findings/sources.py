@@ -11,6 +11,11 @@ def builtin(tokens: int) -> Message:
     return Message.of("source.builtin", tokens=tokens)
 
 
+def builtin_held_out(tokens: int) -> Message:
+    """Python's help from token ``tokens`` on, as many again: where a policy built on the first ones is scored."""
+    return Message.of("source.builtin_held_out", tokens=tokens, end=2 * tokens)
+
+
 def own_text(tokens: int) -> Message:
     """The first ``tokens`` tokens of the visitor's own text (said where a page could also have used Python's help)."""
     return Message.of("source.own_text", tokens=tokens)

@@ -10,7 +10,6 @@ import numpy as np
 import plotly.graph_objects as go
 
 from sinkscope.core.i18n import Text
-from sinkscope.core.loss import perplexity
 from sinkscope.core.names import POLICY_KEYS, PROTECT_KEYS
 from sinkscope.plot.explore_figures import fig_lines, rolling_mean
 from sinkscope.plot.kv_figures import fig_head_needs, fig_kept, fig_policy_curve
@@ -45,6 +44,7 @@ class HeadNeeds(Protocol):
 
 class DuoPolicy(Protocol):
     cache_share: float
+    dense_perplexity: float
 
     @property
     def perplexity(self) -> float: ...
@@ -79,8 +79,10 @@ def needs_map(needs: HeadNeeds, lang: str = "en") -> go.Figure:
     return fig_head_needs(needs.change, needs.needs_context(), needs.within_noise(), needs.budget, lang=lang)
 
 
-def duo_curve(needs: HeadNeeds, curve: dict[str, list[DuoPolicy]], lang: str = "en") -> go.Figure:
-    """DuoAttention's policy curve, one line per way of choosing the whole heads, beside the dense cache."""
+def duo_curve(curve: dict[str, list[DuoPolicy]], lang: str = "en") -> go.Figure:
+    """DuoAttention's policy curve, one line per way of choosing the whole heads, beside the dense cache on the
+    same text."""
     lines = {Text(lang)(ORDER_KEYS[order]): ([p.cache_share for p in policies], [p.perplexity for p in policies])
              for order, policies in curve.items()}  # fmt: skip
-    return fig_policy_curve(lines, perplexity(needs.dense_nll), lang=lang)
+    dense = next(policy.dense_perplexity for policies in curve.values() for policy in policies)
+    return fig_policy_curve(lines, dense, lang=lang)
