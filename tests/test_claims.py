@@ -12,6 +12,7 @@ from sinkscope.experiments.interventions import Outcome
 from sinkscope.experiments.kv_check import KVCheck
 from sinkscope.experiments.kv_evict import Eviction
 from sinkscope.experiments.kv_heads import DuoPolicy, HeadNeeds
+from sinkscope.experiments.kv_quant import ClaimRuns
 from sinkscope.experiments.nudges import Spread
 from sinkscope.findings import origins
 from sinkscope.lab.polarization import PolarizeRun
@@ -250,10 +251,18 @@ def test_a_secondary_sink_reproduces_when_it_takes_more_than_the_typical_key(mon
 def test_a_quantized_cache_needs_its_sinks_when_they_win_back_what_it_lost(
     bare: float, kept: float, status: str
 ) -> None:
-    verdict = claims.from_kv(outcome(2.0), (np.full(2, bare), np.full(2, kept)))
+    verdict = claims.from_kv(ClaimRuns(np.full(2, 2.0), np.full(2, bare), np.full(2, kept), 2, 1))
     assert verdict.status == status
-    assert claims.from_kv(None, (np.full(2, bare), np.full(2, kept))).status == "not_measured"
-    assert claims.from_kv(outcome(2.0), None).status == "not_measured"
+    assert claims.from_kv(None).status == "not_measured"
+
+
+def test_a_rescue_within_the_noise_is_not_graded_as_one() -> None:
+    rng = np.random.default_rng(3)
+    dense = rng.gamma(2.0, 1.0, 300)
+    bare = dense + 1.0
+    kept = bare - rng.normal(0.5, 3.0, 300)  # half the added loss back on average, token by token all over
+    verdict = claims.from_kv(ClaimRuns(dense, bare, kept, 300, 1))
+    assert verdict.status == "partly" and "within the noise" in verdict.why.text("en")
 
 
 def kv_check(first_kept: float, h2o: float, told: float, change: list[float], policy: float) -> KVCheck:
@@ -263,7 +272,7 @@ def kv_check(first_kept: float, h2o: float, told: float, change: list[float], po
     eviction = Eviction(("h2o", "h2o_sinks"), 8, np.array([[h2o] * 3, [told] * 3]), np.ones((2, 1, 1, 4), bool),
                         np.full((3, 2, 1, 1), -1), np.array([first_kept, 1.0]))  # fmt: skip
     needs = HeadNeeds(8, np.full(3, 2.0), np.array([change]))
-    return KVCheck(eviction, needs, DuoPolicy(np.ones((1, 1), bool), np.full(3, policy), 0.25))
+    return KVCheck(eviction, needs, DuoPolicy(np.ones((1, 1), bool), np.full(3, policy), 0.25, np.full(3, 2.0)))
 
 
 @pytest.mark.parametrize(

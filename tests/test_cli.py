@@ -299,12 +299,13 @@ def test_kv_heads_writes_each_heads_loss_change_duoattentions_policy_curve_and_t
     assert {path.name for path in (tmp_path / "kv").iterdir()} >= {f"{n}.{f}" for n in figures for f in ("png", "svg")}
     assert "cabeça" in (tmp_path / "kv" / "kv_heads_map.svg").read_text(encoding="utf-8")  # in the language asked
     heads = list(csv.DictReader((tmp_path / "kv" / "heads.csv").open(encoding="utf-8")))
-    assert len(heads) == 30 * 9 and list(heads[0]) == ["layer", "head", "loss_change", "needs_context"]
+    columns = ["layer", "head", "loss_change", "low", "high", "needs_context", "within_noise"]
+    assert len(heads) == 30 * 9 and list(heads[0]) == columns
     assert {row["needs_context"] for row in heads} <= {"True", "False"}
+    assert all(float(row["low"]) <= float(row["high"]) for row in heads)
     duo = list(csv.DictReader((tmp_path / "kv" / "duo.csv").open(encoding="utf-8")))
     assert [row["order"] for row in duo] == ["ranked"] * 6 + ["random"] * 6
-    dense = float(next(csv.DictReader((tmp_path / "kv" / "kv.csv").open(encoding="utf-8")))["perplexity"])
-    assert float(duo[5]["perplexity"]) == pytest.approx(dense, rel=1e-4)  # every head whole: the dense cache
+    assert float(duo[5]["perplexity"]) == pytest.approx(float(duo[5]["dense"]), rel=1e-4)  # all whole: dense
     assert float(duo[0]["cache_kept"]) < float(duo[5]["cache_kept"]) == 1
     alone = cli("kv", "--text", "Hello there.", "--heads", "--out", str(tmp_path / "alone"))
     assert alone.returncode == 2 and "--heads needs --budget" in alone.stderr

@@ -12,6 +12,7 @@ from sinkscope.course import STEPS, answers_param, parse_answers, reveals, step_
 from sinkscope.experiments import claims, interventions, stream_plan
 from sinkscope.experiments.claims import CLAIMS, Verdict
 from sinkscope.experiments.interventions import Outcome
+from sinkscope.experiments.kv_quant import ClaimRuns
 from sinkscope.experiments.streaming import method_cache
 from sinkscope.findings import words
 from sinkscope.plot import fig_stream_check
@@ -113,7 +114,8 @@ def test_the_kv_answer_is_the_share_of_the_quantized_loss_the_sinks_win_back(
     shown = reveals.of_kv(intact, np.full(3, bare), np.full(3, kept), 2)
     assert shown.truth == truth  # (4 - 2.5) / (4 - 2) = 0.75 nats: most (on perplexity it was 0.90); no worse: none
     assert dict(shown.said[0].params)["back"] == back
-    rescued = claims.from_kv(intact, (np.full(3, bare), np.full(3, kept))).status == "reproduces"
+    runs = ClaimRuns(np.full(3, 2.0), np.full(3, bare), np.full(3, kept), 3, 1)
+    rescued = claims.from_kv(runs).status == "reproduces"
     assert rescued == (truth == "most" and bare >= 2.0 + np.log(1.1))  # the scoreboard: it hurts, and most comes back
 
 

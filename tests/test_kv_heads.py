@@ -170,7 +170,7 @@ def test_the_kv_page_maps_every_head_beside_its_kind_and_runs_duoattentions_poli
 def test_the_sentence_says_small_costs_add_up_only_when_the_policy_is_a_little_worse(policy_nll: float,
                                                                                      key: str) -> None:  # fmt: skip
     needs = kv_heads.HeadNeeds(8, np.full(4, 2.0), np.array([[0.0, 0.5], [0.001, np.nan]]))
-    policy = kv_heads.DuoPolicy(np.array([[True]]), np.full(4, policy_nll), 0.5)
+    policy = kv_heads.DuoPolicy(np.array([[True]]), np.full(4, policy_nll), 0.5, np.full(4, 2.0))
     said = kv_heads.said(needs, policy)  # e^0.2 = 1.22 of dense adds up; e^0.01 = 1.01 does not
     assert said.key == key and dict(said.params)["streaming"] == 2 and dict(said.params)["measured"] == 3
     assert kv_heads.said(kv_heads.HeadNeeds(8, needs.dense_nll, np.full((2, 2), np.nan)), None) is None

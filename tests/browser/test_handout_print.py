@@ -43,7 +43,8 @@ def kv_evidence(layers: int, kv_heads_: int, heads: int) -> kv_check.KVCheck:
     needs = kv_heads.HeadNeeds(budget, np.full(tokens - 1, 2.9876), np.linspace(0.0, 0.05, layers * heads)
                                .reshape(layers, heads))  # fmt: skip
     return kv_check.KVCheck(eviction, needs, kv_heads.DuoPolicy(np.ones((layers, kv_heads_), bool),
-                                                                 np.full(tokens - 1, 3.0123), 0.3141))  # fmt: skip
+                                                                 np.full(tokens - 1, 3.0123), 0.3141,
+                                                                 np.full(tokens - 1, 2.9876)))  # fmt: skip
 
 
 @pytest.fixture(scope="module")

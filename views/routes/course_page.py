@@ -112,7 +112,7 @@ def kv(request: session.Request, trace: Trace) -> Shown:
     """The scoreboard's quantized caches of the learner's text, with and without the sinks, beside the float cache (a
     family whose cache the quantizer never sees is refused in the library's one sentence)."""
     intact = lessons.outcome(request, trace.token_ids, None)
-    bare, kept = jobs.run(scoreboard.kv_claim_job(request, trace), t("kv.measuring"))
+    _, bare, kept = jobs.run(scoreboard.kv_claim_job(request, trace), t("kv.measuring")).of_own()
     names = (t("kv.dense"), t("kv.protect_none"), t("kv.protect_sinks"))
     series = {name: rolling_mean(nll, KV_SMOOTHING).tolist() for name, nll in zip(names, (intact.nll, bare, kept),
                                                                                    strict=True)}  # fmt: skip

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 COLUMNS = ("bits", "protect", "residual", "perplexity")
 EVICT_COLUMNS = ("policy", "budget", "perplexity", "first_kept")
 HEAD_COLUMNS = ("layer", "head", "loss_change", "low", "high", "needs_context", "within_noise")
-DUO_COLUMNS = ("order", "whole_kv_heads", "cache_kept", "perplexity")
+DUO_COLUMNS = ("order", "whole_kv_heads", "cache_kept", "perplexity", "dense")
 
 
 def listed(value: str, allowed: tuple, kind: type, name: str) -> tuple:
@@ -121,7 +121,8 @@ def heads(loaded: object, ids: list[int], budget: int, out: Path) -> tuple:
           f"noise of that threshold; {out / 'heads.csv'}")  # fmt: skip
     curve = kv_heads.policy_curve(loaded, kv_heads.held_out_ids(loaded, len(ids)), needs)  # a text the map never saw
     duo = [{"order": order, "whole_kv_heads": policy.retrieval_share, "cache_kept": policy.cache_share,
-            "perplexity": policy.perplexity} for order, policies in curve.items() for policy in policies]  # fmt: skip
+            "perplexity": policy.perplexity, "dense": policy.dense_perplexity}
+           for order, policies in curve.items() for policy in policies]  # fmt: skip
     for row in duo:
         print(f"{row['order']:6s} whole {100 * row['whole_kv_heads']:5.1f}%  cache {100 * row['cache_kept']:5.1f}%  "
               f"ppl {row['perplexity']:10.3f}")  # fmt: skip

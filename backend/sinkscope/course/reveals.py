@@ -12,14 +12,14 @@ import numpy as np
 
 from sinkscope.core.capture import Trace
 from sinkscope.core.i18n import Message
-from sinkscope.core.loss import perplexity
+from sinkscope.core.loss import LEVEL, perplexity
 from sinkscope.core.metrics import MASSIVE_ABS, MASSIVE_RATIO
 from sinkscope.core.names import DEFAULT_EPS, KIND_THRESHOLD, Kind
 from sinkscope.course.steps import Reveal, Step
 from sinkscope.experiments import cost, stream_plan
 from sinkscope.experiments.claims import CLAIMS, RECOVERS, STATUSES, Verdict
 from sinkscope.experiments.interventions import DROP_FROM, Outcome
-from sinkscope.experiments.kv_quant import CLAIM_BITS, won_back
+from sinkscope.experiments.kv_quant import CLAIM_BITS, won_back_interval
 from sinkscope.experiments.writes import WriteRemoved, first_writes
 from sinkscope.findings import heads as head_findings
 from sinkscope.findings import residual, words
@@ -129,10 +129,11 @@ def of_kv(intact: Outcome, bare: np.ndarray, kept: np.ndarray, sinks: int) -> Re
     runs = (intact.nll, bare, kept)
     loss = [round(float(np.mean(nll)), 3) for nll in runs]
     ppl = [round(perplexity(nll), 1) for nll in runs]
-    back = won_back(*runs)
-    truth = "most" if back > RECOVERS else "some" if back > 0 else "none"
+    back = won_back_interval(*runs)
+    truth = "most" if back.value > RECOVERS else "some" if back.value > 0 else "none"
     said = Message.of("course.kv.said", bits=CLAIM_BITS, dense=ppl[0], bare=ppl[1], kept=ppl[2], dense_loss=loss[0],
-                      bare_loss=loss[1], kept_loss=loss[2], n=sinks, back=round(100 * back))  # fmt: skip
+                      bare_loss=loss[1], kept_loss=loss[2], n=sinks, back=round(100 * back.value),
+                      low=round(100 * back.low), high=round(100 * back.high), level=round(100 * LEVEL))  # fmt: skip
     return Reveal(truth, (said,))
 
 

@@ -22,7 +22,7 @@ from sinkscope.core.names import DEFAULT_EPS, STATUSES
 from sinkscope.experiments import cost, kv_check
 from sinkscope.experiments.interventions import DROP_FROM, Outcome
 from sinkscope.experiments.kv_check import KVCheck
-from sinkscope.experiments.kv_quant import CLAIM_BITS, won_back_interval
+from sinkscope.experiments.kv_quant import CLAIM_BITS, CLAIM_TOKENS, ClaimRuns, won_back_interval
 from sinkscope.experiments.nudges import DIRECTIONS, QUARTERS, SPREAD, Spread
 from sinkscope.experiments.origin_claims import CORRELATES, FIRST_BLOCKS, from_origins
 from sinkscope.experiments.stream_plan import check_values
@@ -231,19 +231,21 @@ def from_dense(intact: Outcome | None, dense: Outcome | None) -> Verdict:
     return graded("dense_smooths", int(after > before), 1, measured, evidence, _said("claims.why.dense_smooths"))
 
 
-def from_kv(intact: Outcome | None, kv: tuple[np.ndarray, np.ndarray] | None) -> Verdict:
+def from_kv(kv: ClaimRuns | None) -> Verdict:
     """A 2-bit cache costs perplexity (at least LITTLE_WORSE against the float cache), and keeping the detected
-    sinks in full precision wins back over half of the loss it adds (nats per token)."""
-    if intact is None or kv is None:
+    sinks in full precision wins back over half of the loss it adds (nats per token), each across its bootstrap
+    interval over the tokens of the visitor's text and the built-in ones pooled with it."""
+    if kv is None:
         return Verdict("kv_sinks", "not_measured", None)
-    dense, bare, kept = (perplexity(nll) for nll in (intact.nll, *kv))
-    hurts = math.exp(mean_difference(kv[0], intact.nll).low) >= LITTLE_WORSE  # the whole interval of the ratio
-    back = won_back_interval(intact.nll, *kv)
+    dense, bare, kept = (perplexity(nll) for nll in (kv.dense, kv.bare, kv.kept))
+    hurts = math.exp(mean_difference(kv.bare, kv.dense).low) >= LITTLE_WORSE  # the whole interval of the ratio
+    back = won_back_interval(kv.dense, kv.bare, kv.kept)
     rescued = back.low > RECOVERS
     measured = _said("claims.yours.kv_sinks", bits=CLAIM_BITS, dense=round(dense, 1), bare=round(bare, 1),
                      kept=round(kept, 1), back=round(100 * back.value), low=round(100 * back.low),
                      high=round(100 * back.high), level=round(100 * LEVEL))  # fmt: skip
-    evidence = _said("claims.evidence.kv_sinks", n=len(intact.nll) + 1, bits=CLAIM_BITS)
+    evidence = _said("claims.evidence.kv_sinks", n=kv.own + 1, others=kv.texts - 1, tokens=CLAIM_TOKENS,
+                     bits=CLAIM_BITS)  # fmt: skip
     noise = not back.excludes(RECOVERS)  # the interval straddles the threshold: this text cannot tell
     why = "claims.why.kv_unhurt" if not hurts else "claims.why.kv_noise" if noise else "claims.why.kv_sinks"
     why_said = _said(why, little=LITTLE_WORSE, recovers=round(100 * RECOVERS), level=round(100 * LEVEL))
@@ -295,7 +297,7 @@ class Evidence:
     streaming: Mapping[str, float] | None = None
     dense: tuple[Outcome, Outcome] | None = None  # (intact, every head uniform)
     removed: tuple[Outcome, Outcome] | None = None  # (intact, interventions.default_drop: layers DROP_FROM ..)
-    kv: tuple[np.ndarray, np.ndarray] | None = None  # NLL of a 2-bit cache with nothing, and the sinks, kept
+    kv: ClaimRuns | None = None  # the float cache and a 2-bit cache with nothing, and the sinks, kept
     intact: Outcome | None = None  # the text's intact run (the float cache the quantized ones are measured against)
     kv_check: KVCheck | None = None  # H2O and the per-head map on Python's help (``kv_check``)
 
@@ -315,7 +317,7 @@ def scoreboard(evidence: Evidence) -> list[Verdict]:
     found = [*from_trace(evidence.trace, evidence.removed), *from_lab(evidence.backcopy),
              *from_polarize(evidence.polarize), from_cost(evidence.cost), from_sensitivity(evidence.sensitivity),
              from_streaming(evidence.streaming), from_dense(*(evidence.dense or (None, None))),
-             *from_origins(evidence.trace), from_kv(evidence.intact, evidence.kv), from_h2o(evidence.kv_check),
+             *from_origins(evidence.trace), from_kv(evidence.kv), from_h2o(evidence.kv_check),
              from_heads(evidence.kv_check)]  # fmt: skip
     by_claim = {verdict.claim: verdict for verdict in found}
     return [by_claim[claim] for claim in CLAIMS]

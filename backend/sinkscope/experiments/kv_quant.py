@@ -24,7 +24,7 @@ import torch
 
 from sinkscope.core import attention, chunked
 from sinkscope.core.capabilities import Can
-from sinkscope.core.capture import Trace
+from sinkscope.core.capture import Trace, analyze_ids
 from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message, times
 from sinkscope.core.loss import (
@@ -198,6 +198,8 @@ def quantized_table(
 
 
 CLAIM_BITS = 2  # the scoreboard's quantized cache: where protection matters most
+CLAIM_TEXTS = 3  # built-in documents the scoreboard pools with the visitor's text
+CLAIM_TOKENS = 256  # ... the first tokens of each
 
 
 def won_back(dense: np.ndarray, bare: np.ndarray, kept: np.ndarray) -> float:
@@ -216,10 +218,37 @@ def won_back_interval(dense: np.ndarray, bare: np.ndarray, kept: np.ndarray) -> 
     return interval_of(won_back(dense, bare, kept), shares)
 
 
-def claim_runs(loaded: LoadedModel, trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """The scoreboard's evidence: the NLL of a CLAIM_BITS-bit cache with nothing, and with the sinks, kept."""
-    ids, sinks = list(trace.token_ids), detected_sinks(trace)
-    return tuple(quantized_nll(loaded, ids, CLAIM_BITS, protected(p, len(ids), sinks)) for p in ("none", "sinks"))
+@dataclass(frozen=True)
+class ClaimRuns:
+    """The scoreboard's evidence: per-token NLL of the float cache, and of a CLAIM_BITS-bit cache with nothing and
+    with the detected sinks kept, over the visitor's text and then CLAIM_TEXTS built-in documents, one after another
+    (one text's interval would judge one text's noise)."""
+
+    dense: np.ndarray
+    bare: np.ndarray
+    kept: np.ndarray
+    own: int  # the first ``own`` NLLs are the visitor's text's
+    texts: int  # the texts pooled, the visitor's included
+
+    def of_own(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(dense, bare, kept) of the visitor's text alone."""
+        return self.dense[: self.own], self.bare[: self.own], self.kept[: self.own]
+
+
+def claim_runs(loaded: LoadedModel, trace: Trace) -> ClaimRuns:
+    """The three caches on ``trace``'s text and on the first CLAIM_TOKENS tokens of CLAIM_TEXTS built-in documents,
+    each text's sinks detected on itself."""
+    from sinkscope.census.corpus import builtin_documents
+
+    others = [loaded.encode(doc, CLAIM_TOKENS, truncate=True, add_bos=False) for doc in builtin_documents()]
+    texts = [(list(trace.token_ids), trace)] + [(ids, None) for ids in others[:CLAIM_TEXTS]]
+    runs = []
+    for ids, analysis in texts:
+        sinks = detected_sinks(analysis if analysis is not None else analyze_ids(loaded, ids))
+        bare, kept = (quantized_nll(loaded, ids, CLAIM_BITS, protected(p, len(ids), sinks)) for p in ("none", "sinks"))
+        runs.append((dense(loaded, ids), bare, kept))
+    pooled = (np.concatenate(column) for column in zip(*runs, strict=True))
+    return ClaimRuns(*pooled, own=trace.n_tokens - 1, texts=len(texts))
 
 
 def said(rows: list[KVRow]) -> Message | None:
