@@ -2,7 +2,8 @@
 KIVI's causal cache with R = 32 and R = 0 and the old non-causal bound, each ratio with its 95% bootstrap interval
 and the sentence the page says; then the pass key check, cache size x policy, beside each cache's perplexity.
 
-    python bench/kv_fidelity.py [--lengths 256,512] [--budgets 32,64,128] [--skip-passkey]
+    python bench/kv_fidelity.py [--lengths 256,512] [--budgets 32,64,128] [--bits 2] [--skip-quantized]
+                                [--skip-passkey]
 
 Numbers, not timings: the bundled SmolLM2-135M-Instruct in float32 on this machine's CPU.
 """
@@ -39,12 +40,13 @@ def quantized(loaded: object, trace: object) -> None:
         print("\n" + kv_quant.said(rows).text("en"))
 
 
-def passkeys(loaded: object, lengths: list[int], budgets: list[int]) -> None:
+def passkeys(loaded: object, lengths: list[int], budgets: list[int], bits: int) -> None:
     from sinkscope.experiments import passkey
 
     for n_tokens in lengths:
-        print(f"\npass key text of {n_tokens} tokens: probability of the answer (perplexity before it)\n")
-        table = {budget: passkey.passkey_table(loaded, n_tokens, budget) for budget in budgets}
+        print(f"\npass key text of {n_tokens} tokens, {bits}-bit caches: probability of the answer (perplexity before "
+              "it)\n")  # fmt: skip
+        table = {budget: passkey.passkey_table(loaded, n_tokens, budget, bits) for budget in budgets}
         names = [(row.kind, row.cache) for row in table[budgets[0]]]
         print("| cache | " + " | ".join(f"budget {b}" for b in budgets) + " |")
         print("|---|" + "---|" * len(budgets))
@@ -61,6 +63,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", default="256,512")
     parser.add_argument("--budgets", default="32,64,128")
+    parser.add_argument("--bits", type=int, default=2, help="the pass key check's quantized caches")
+    parser.add_argument("--skip-quantized", action="store_true")
     parser.add_argument("--skip-passkey", action="store_true")
     args = parser.parse_args()
 
@@ -72,9 +76,11 @@ def main() -> None:
     text = next(example["text"] for example in examples if example["id"] == "english")
     trace = analyze_ids(loaded, loaded.encode(text, add_bos=False))
     print(f"English example: {trace.n_tokens} tokens")
-    quantized(loaded, trace)
+    if not args.skip_quantized:
+        quantized(loaded, trace)
     if not args.skip_passkey:
-        passkeys(loaded, [int(n) for n in args.lengths.split(",")], [int(b) for b in args.budgets.split(",")])
+        lengths, budgets = ([int(n) for n in value.split(",")] for value in (args.lengths, args.budgets))
+        passkeys(loaded, lengths, budgets, args.bits)
 
 
 if __name__ == "__main__":

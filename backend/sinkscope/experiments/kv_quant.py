@@ -197,6 +197,7 @@ def quantized_table(
     return rows
 
 
+SECOND_KEYS = {"none": "kv.second_none"}  # "below nothing" reads as no comparison: name the cache instead
 CLAIM_BITS = 2  # the scoreboard's quantized cache: where protection matters most
 CLAIM_TEXTS = 3  # built-in documents the scoreboard pools with the visitor's text
 CLAIM_TOKENS = 256  # ... the first tokens of each
@@ -262,9 +263,10 @@ def said(rows: list[KVRow]) -> Message | None:
     best = min((protect for protect in at if protect != "none"), key=lambda p: at[p].perplexity)
     second = min((protect for protect in at if protect != best), key=lambda p: at[p].perplexity)
     cost, gap = mean_difference(at["none"].nll, dense_row.nll), mean_difference(at[second].nll, at[best].nll)
+    rival = Message.of(SECOND_KEYS.get(second, PROTECT_KEYS[second]))
     return Message.of("kv.said" if gap.excludes() else "kv.said_noise", bits=fewest,
                       none=round(at["none"].perplexity, 1), dense=round(dense_row.perplexity, 1),
-                      ratio=times(at["none"].perplexity / dense_row.perplexity), ratio_low=round(math.exp(cost.low), 2),
-                      ratio_high=round(math.exp(cost.high), 2), best=Message.of(PROTECT_KEYS[best]),
-                      kept=round(at[best].perplexity, 1), second=Message.of(PROTECT_KEYS[second]),
-                      low=round(gap.low, 3), high=round(gap.high, 3), level=round(100 * LEVEL))  # fmt: skip
+                      ratio=times(at["none"].perplexity / dense_row.perplexity), ratio_low=math.exp(cost.low),
+                      ratio_high=math.exp(cost.high), best=Message.of(PROTECT_KEYS[best]),
+                      kept=round(at[best].perplexity, 1), second=rival,
+                      low=gap.low, high=gap.high, level=round(100 * LEVEL))  # fmt: skip
