@@ -285,7 +285,22 @@ def test_kv_with_a_budget_also_runs_the_eviction_policies(tmp_path: Path) -> Non
     assert [row["policy"] for row in rows] == ["window", "sinks_window", "h2o", "h2o_sinks"]
     assert float(rows[0]["first_kept"]) == 0 and float(rows[1]["first_kept"]) == 1 == float(rows[3]["first_kept"])
     too_long = cli("kv", "--text", "Hello there.", "--budget", "64", "--bits", "8", "--out", str(tmp_path / "short"))
-    assert too_long.returncode == 2 and "never fills the cache" in too_long.stderr
+    assert too_long.returncode == 2 and "--budget 64: A cache of 64 tokens never fills" in too_long.stderr
+    assert not (tmp_path / "short").exists()  # refused before kv.csv is written
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--out", ""], "--out is empty"),
+     (["--max-tokens", "1", "--out", "{tmp}"], "give it two"),
+     (["--budget", "7.5", "--out", "{tmp}"], "--budget"),
+     (["--budget", "4", "--out", "{tmp}"], "cannot hold the 4 sinks")],
+)  # fmt: skip
+def test_kv_refuses_what_it_cannot_measure_in_one_line(args: list[str], message: str, tmp_path: Path) -> None:
+    done = cli("kv", "--text", "The keeper climbed the stairs at dusk and wrote the weather.", "--bits", "8",
+               *[arg.replace("{tmp}", str(tmp_path / "out")) for arg in args])  # fmt: skip
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_kv_heads_writes_each_heads_loss_change_duoattentions_policy_curve_and_the_figures(tmp_path: Path) -> None:

@@ -278,3 +278,12 @@ def test_a_quantized_table_is_measured_once_for_every_session(smollm2: object, m
         submit(at, "Quantize the cache")
         tables.append(next(d.value for d in at.dataframe if "perplexity" in d.value.columns))
     assert len(calls) == 1 and tables[0].equals(tables[1])
+
+
+def test_a_run_that_cannot_measure_anything_is_greyed_out_with_its_reason(smollm2: object) -> None:
+    at = open_page("kv")
+    at.select_slider(key="kv_tokens").set_value(128)
+    at.select_slider(key="kv_budget").set_value(128).run(timeout=120)
+    assert at.button(key="kv_evict").disabled  # 128 tokens through a cache of 128: nothing is ever evicted
+    assert any("A cache of 128 tokens never fills on a text of 128 tokens" in c.value for c in at.caption)
+    assert not at.button(key="kv_heads_run").disabled  # the per-head map's own sliders: 512 tokens, a cache of 64

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -12,11 +13,11 @@ import sinkscope
 import torch
 from sinkscope.core.capture import analyze, analyze_ids, attention_maps
 from sinkscope.core.errors import InputError, ModelLoadError
-from sinkscope.experiments import cost, interventions, streaming
+from sinkscope.experiments import cost, interventions, kv_evict, kv_heads, kv_quant, streaming, writes
 from sinkscope.experiments.interventions import DropFirst, Perturb, ReplaceFirst, intervene, outcome
 from transformers import AutoTokenizer
 
-from tests.tiny import build_tiny_model_dir, tiny_loaded
+from tests.tiny import build_tiny_model_dir, loaded_tiny, tiny_loaded
 
 
 @pytest.mark.parametrize("given", ["smollm2-135m", None, {"model": 1}, torch.nn.Linear(2, 2)])
@@ -172,3 +173,37 @@ def test_a_model_moved_to_meta_is_named_not_a_torch_error(random_ids: list[int])
 def test_a_model_name_that_is_not_text_is_named(spec: object) -> None:
     with pytest.raises(InputError, match="spec must be a model name"):
         sinkscope.load_model(spec)
+
+
+KV_REFUSALS = [  # (what runs, the words of its refusal): issue 54, items 1-6
+    (lambda m, ids: kv_evict.evict(m, ids[:13], 12), "never fills on a text of 13 tokens"),
+    (lambda m, ids: kv_evict.evict(m, ids, 7.5), "budget must be a whole number from 1 to 8,192, not 7.5"),
+    (lambda m, ids: kv_evict.evict(m, ids, 4), "cannot hold the 4 sinks"),
+    (lambda m, ids: kv_heads.head_needs(m, ids, 3), "cannot hold the 4 sinks"),
+    (lambda m, ids: kv_heads.head_needs(m, ids, len(ids) - 1), "never fills"),
+    (lambda m, ids: kv_quant.quantized_nll(m, ids[:1], 2, torch.zeros(1, dtype=torch.bool)), "at least two tokens"),
+    (lambda m, ids: kv_quant.quantized_table(m, analyze_ids(m, ids[:1]), (2,)), "at least two tokens"),
+    (lambda m, ids: writes.remove_write(m, ids, 1, "mlp", eps=float("nan")), "eps must be a number from 0"),
+    (lambda m, ids: writes.remove_write(m, ids, 1, "mlp", eps=-1.0), "eps must be a number from 0"),
+    (lambda m, ids: writes.remove_write(m, ids, 1, "mlp", eps=5.0), "eps must be a number from 0"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("run", "words"), KV_REFUSALS)
+def test_a_kv_experiment_refuses_a_measurement_that_cannot_happen(run: object, words: str,
+                                                                  random_ids: list[int]) -> None:  # fmt: skip
+    with pytest.raises(InputError, match=re.escape(words)):
+        run(loaded_tiny("llama"), random_ids)
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5, float("nan")])
+def test_a_policy_curve_refuses_a_share_outside_0_to_1(share: float, random_ids: list[int]) -> None:
+    loaded = loaded_tiny("llama")
+    needs = kv_heads.HeadNeeds(12, np.zeros(len(random_ids) - 1), np.zeros((3, 4)))
+    with pytest.raises(InputError, match="share must be a number from 0"):
+        kv_heads.policy_curve(loaded, random_ids, needs, (0.0, share))
+
+
+def test_a_budget_given_as_a_numpy_integer_is_a_number(random_ids: list[int]) -> None:
+    found = kv_evict.evict(loaded_tiny("llama"), random_ids, np.int64(12))
+    assert found.budget == 12 and not np.isnan(found.first_kept).any()

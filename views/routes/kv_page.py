@@ -147,6 +147,14 @@ def chosen_text(request: session.Request, n_tokens: int, key: str) -> tuple[list
     return ids, on
 
 
+def runnable(label: str, key: str, refusal: Message | None) -> bool:
+    """A run's button, greyed out with the reason under it when the run cannot measure anything; True when pressed."""
+    pressed = st.button(label, key=key, disabled=refusal is not None)
+    if refusal is not None:
+        st.caption(say(refusal))
+    return pressed
+
+
 def evicted(request: session.Request) -> kv_evict.Eviction | None:
     """The policies over the first tokens of Python's help (or the visitor's text), at the budget asked: a bar and
     Stop while it runs (a stopped run keeps the tokens it measured)."""
@@ -154,7 +162,7 @@ def evicted(request: session.Request) -> kv_evict.Eviction | None:
     n_tokens = cells[0].select_slider(t("kv.evict_tokens"), EVICT_TOKENS, value=EVICT_TOKENS[1], key="kv_tokens")
     budget = cells[1].select_slider(t("kv.evict_budget"), BUDGETS, value=BUDGETS[2], key="kv_budget")
     ids, on = chosen_text(request, n_tokens, "kv_text")
-    if st.button(t("kv.evict_run"), key="kv_evict"):
+    if runnable(t("kv.evict_run"), "kv_evict", kv_evict.cache_refusal(len(ids), budget)):
         loaded = request.loaded
 
         def run(show: cache.Show) -> kv_evict.Eviction:
@@ -240,7 +248,7 @@ def heads(request: session.Request) -> None:
     n_tokens = cells[0].select_slider(t("kv.evict_tokens"), EVICT_TOKENS, value=EVICT_TOKENS[-1], key="kv_h_tokens")
     budget = cells[1].select_slider(t("kv.evict_budget"), BUDGETS, value=BUDGETS[2], key="kv_h_budget")
     ids, on = chosen_text(request, n_tokens, "kv_h_text")
-    if st.button(t("kv.heads_run"), key="kv_heads_run"):
+    if runnable(t("kv.heads_run"), "kv_heads_run", kv_evict.cache_refusal(len(ids), budget)):
         measure_heads(request, ids, on, budget)
     partial = st.session_state.get("kv_heads_partial")
     if partial is not None:  # a run stopped before its policies: the layers it measured
@@ -277,7 +285,8 @@ def passkey_check(request: session.Request) -> None:
     n_tokens = cells[0].select_slider(t("kv.evict_tokens"), passkey.LENGTHS, value=passkey.LENGTHS[0], key="kv_pk_n")
     budget = cells[1].select_slider(t("kv.evict_budget"), BUDGETS, value=BUDGETS[1], key="kv_pk_budget")
     bits = cells[2].select_slider(t("kv.bits"), kv_quant.BITS, value=passkey.BITS, key="kv_pk_bits")
-    if st.button(t("kv.passkey_run"), key="kv_passkey_run"):
+    refusal = kv_evict.cache_refusal(n_tokens, budget)  # the pass key text is at most n_tokens long
+    if runnable(t("kv.passkey_run"), "kv_passkey_run", refusal):
         st.session_state["kv_passkey"] = (n_tokens, budget, bits, passkey_rows(request, n_tokens, budget, bits))
     if st.session_state.get("kv_passkey", (0, 0, 0, None))[3] is None:
         return

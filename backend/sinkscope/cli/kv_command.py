@@ -43,6 +43,8 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError(f"--residual {args.residual}: 0 or a multiple of {kv_quant.GROUP} (KIVI quantizes keys a "
                          "whole group at a time).")  # fmt: skip
     protections = listed(args.protect, kv_quant.PROTECTIONS, str, "protect")
+    if not args.out.strip():
+        raise UsageError("--out is empty: name the folder to write kv.csv in.")
     out = Path(args.out)
     if args.heads and args.budget is None:
         raise UsageError("--heads needs --budget: the cache size each head is restricted to.")
@@ -51,7 +53,11 @@ def run(args: argparse.Namespace) -> None:
     if args.figures and not export.available():
         raise UsageError("figures need Chromium for Plotly's static export: apt-get install chromium, or BROWSER_PATH.")
     loaded = load(args)
-    trace = analyze_ids(loaded, ids_of(args, loaded))
+    ids = ids_of(args, loaded)
+    refused = measurable(len(ids), args.budget)
+    if refused is not None:
+        raise UsageError(refused)
+    trace = analyze_ids(loaded, ids)
     print(f"model: {loaded.info.badge()}\n{trace.n_tokens} tokens; sinks kept by 'sinks': "
           f"{', '.join(map(str, kv_quant.detected_sinks(trace)))}")  # fmt: skip
     residual = None if args.bound else args.residual
@@ -82,12 +88,20 @@ def run(args: argparse.Namespace) -> None:
             print(path)
 
 
+def measurable(n_tokens: int, budget: int | None) -> str | None:
+    """Why the text cannot be measured as asked (one line), before any of it runs; None when it can."""
+    from sinkscope.experiments import kv_evict
+
+    if n_tokens < 2:
+        return f"the text has {n_tokens} token: a cache is measured by the next tokens it predicts, so give it two."
+    refusal = kv_evict.cache_refusal(n_tokens, budget) if budget is not None else None
+    return f"--budget {budget}: {refusal.text()}" if refusal is not None else None
+
+
 def evictions(loaded: object, ids: list[int], budget: int, out: Path) -> object:
     """The eviction policies at ``budget`` over the text: DIR/evict.csv, one row per policy."""
     from sinkscope.experiments import kv_evict
 
-    if len(ids) <= budget:
-        raise UsageError(f"--budget {budget}: the text has {len(ids)} tokens and never fills the cache.")
     found = kv_evict.evict(loaded, ids, budget)
     rows = [{"policy": policy, "budget": budget, "perplexity": found.perplexity(lane),
              "first_kept": float(found.first_kept[lane])} for lane, policy in enumerate(found.policies)]  # fmt: skip
@@ -143,7 +157,7 @@ def add(commands: argparse._SubParsersAction) -> None:
                          "once R newer tokens follow")  # fmt: skip
     command.add_argument("--bound", action="store_true", help="instead, the old non-causal cache: every token "
                          "quantized at once over its whole group (a pessimistic bound)")  # fmt: skip
-    command.add_argument("--budget", type=ranged("window"), help="also run the eviction policies at this cache size "
+    command.add_argument("--budget", type=ranged("budget"), help="also run the eviction policies at this cache size "
                          "(DIR/evict.csv: policy, budget, perplexity, first_kept)")  # fmt: skip
     command.add_argument("--heads", action="store_true", help="with --budget: each head alone restricted to sinks + "
                          "window (DIR/heads.csv) and DuoAttention's policy curve (DIR/duo.csv)")  # fmt: skip

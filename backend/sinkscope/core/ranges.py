@@ -8,6 +8,7 @@ table, so ``sinkscope cost --dim`` and ``sinkscope.experiments.cost.sweep(dim=..
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 from sinkscope.core.errors import InputError
@@ -18,12 +19,16 @@ class Range:
     low: float
     high: float
     why: str  # what the upper end keeps in bounds
+    whole: bool = False  # a count: 7.5 tokens is refused, not rounded
 
     def check(self, name: str, value: float) -> None:
-        """An InputError naming the argument, the value and the range when ``value`` is outside it."""
-        number = not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
+        """An InputError naming the argument, the value and the range when ``value`` is outside it (NumPy numbers
+        count as numbers)."""
+        kind = numbers.Integral if self.whole else numbers.Real  # NumPy's integers and floats register as these
+        number = not isinstance(value, bool) and isinstance(value, kind) and math.isfinite(value)
         if not number or not self.low <= value <= self.high:
-            raise InputError("error.out_of_range", name=name, value=repr(value), low=self.low, high=self.high)
+            key = "error.out_of_range_whole" if self.whole else "error.out_of_range"
+            raise InputError(key, name=name, value=repr(value), low=self.low, high=self.high)
 
 
 RANGES = {
@@ -47,6 +52,9 @@ RANGES = {
     "stream_tokens": Range(2, 100_000, "one forward step per token"),
     "sinks": Range(0, 64, "first tokens kept in a streaming cache"),
     "window": Range(1, 8192, "recent tokens kept in a streaming cache"),
+    "budget": Range(1, 8192, "tokens a compressed KV cache holds per layer and key-value head", whole=True),
+    "share": Range(0.0, 1.0, "a share of heads"),
+    "eps": Range(0.0, 1.0, "a threshold on attention weights, which lie in 0-1"),
 }
 
 

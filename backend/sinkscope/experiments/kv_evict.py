@@ -129,6 +129,25 @@ class Eviction:
         return self.kept.mean(axis=(1, 2))
 
 
+def cache_refusal(n_tokens: int, budget: int) -> Message | None:
+    """Why a cache of ``budget`` tokens cannot be measured on a text of ``n_tokens``, or None. It must keep more
+    than its SINKS sinks, and the text must outgrow it: a cache that holds every token the last prediction reads
+    evicts (and restricts) nothing, and every policy would report the dense cache."""
+    if budget <= SINKS:
+        return Message.of("error.evict_budget", budget=budget, sinks=SINKS)
+    if n_tokens - 1 <= budget:
+        return Message.of("error.cache_never_fills", budget=budget, n=n_tokens, least=budget + 2)
+    return None
+
+
+def check_cache(n_tokens: int, budget: int) -> None:
+    """An InputError saying why, when a cache of ``budget`` cannot be measured on ``n_tokens`` tokens."""
+    ranges.check("budget", budget)
+    refusal = cache_refusal(n_tokens, budget)
+    if refusal is not None:
+        raise InputError(refusal.key, **dict(refusal.params))
+
+
 def evict(
     loaded: LoadedModel, ids: list[int], budget: int, policies: tuple[str, ...] = POLICIES,
     progress: Progress | None = None,
@@ -136,12 +155,10 @@ def evict(
     """Every policy at one ``budget``, side by side, token by token over ``ids``."""
     check_ids(require_loaded(loaded), ids)
     loaded.require(Can.EVICT_KV)
-    ranges.check("window", budget)
+    check_cache(len(ids), budget)
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:
         raise InputError("error.unknown_choice", name="policy", value=repr(unknown), choices=", ".join(POLICIES))
-    if budget <= SINKS:
-        raise InputError("error.evict_budget", budget=budget, sinks=SINKS)
     cache = Evictor(tuple(policies), budget, len(ids))
     model, nll, first = loaded.model, [], []
     targets = torch.tensor(ids[1:])

@@ -23,7 +23,7 @@ from sinkscope.core.i18n import Message
 from sinkscope.core.loss import LEVEL, perplexity, resample_counts, resampled_means, token_nll
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.core.texts import builtin_text
-from sinkscope.experiments.kv_evict import SINKS
+from sinkscope.experiments.kv_evict import SINKS, check_cache
 from sinkscope.experiments.streaming import band_mask, dense
 from sinkscope.findings.words import LITTLE_WORSE, NEEDS_CONTEXT
 
@@ -136,7 +136,7 @@ def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progr
     ``progress`` may stop the run after any layer, keeping the layers measured."""
     check_ids(require_loaded(loaded), ids)
     loaded.require(Can.EVICT_KV)
-    ranges.check("window", budget)
+    check_cache(len(ids), budget)
     info, model = loaded.info, loaded.model
     stream, model_nll = _dense_stream(loaded, ids)
     call = block_call(loaded, ids)
@@ -248,6 +248,8 @@ def policy_curve(
     loaded: LoadedModel, ids: list[int], needs: HeadNeeds, shares: tuple[float, ...] = CURVE_SHARES
 ) -> dict[str, list[DuoPolicy]]:
     """Per order: the policy keeping each share of key-value heads whole, one pass each over ``ids``."""
+    for share in shares:
+        ranges.check("share", share)
     n_kv, dense_nll = loaded.info.n_kv_heads, dense(loaded, ids)
     return {order: [duo_policy(loaded, ids, needs, whole_heads(needs, n_kv, share, order), dense_nll)
                     for share in shares] for order in ORDERS}  # fmt: skip

@@ -142,6 +142,8 @@ def quantized_nll(
     a full-precision residual window (``residual=None``: the non-causal bound)."""
     check_ids(require_loaded(loaded), ids)
     loaded.require(Can.QUANTIZE_KV)
+    if len(ids) < 2:
+        raise InputError("error.kv_two_tokens", n=len(ids))
     if bits not in BITS:
         raise InputError("error.unknown_choice", name="bits", value=repr(bits), choices=", ".join(map(str, BITS)))
     check_residual(residual, group)
@@ -186,6 +188,8 @@ def quantized_table(
     """The dense cache, then every bits x protection with a ``residual`` window, on ``trace``'s text (its sinks
     detected from it); ``progress`` may stop the run after any row, keeping the rows measured."""
     check_residual(residual)
+    if trace.n_tokens < 2:  # checked before the dense row, which would be an empty perplexity
+        raise InputError("error.kv_two_tokens", n=trace.n_tokens)
     ids, sinks = list(trace.token_ids), detected_sinks(trace)
     asked = [(b, protect) for b in bits for protect in protections]
     rows = [KVRow(0, "none", dense(loaded, ids), residual)]

@@ -85,8 +85,7 @@ def passkey_table(
     policy at ``budget``, on one passkey text; ``progress`` may stop the run after any step, keeping the rows."""
     text = passkey_text(loaded, n_tokens)
     ids = list(text.ids)
-    if len(ids) <= budget:
-        raise InputError("error.passkey_budget", budget=budget, n=len(ids))
+    kv_evict.check_cache(len(ids), budget)
 
     def row(cache: str, kind: str, nll: np.ndarray) -> PasskeyRow:
         return PasskeyRow(cache, kind, text.probability(nll), text.filler_perplexity(nll))

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from sinkscope.core import ranges
 from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import Trace, run_forward
 from sinkscope.core.errors import InputError
@@ -168,5 +169,6 @@ def remove_write(
 ) -> WriteRemoved:
     """Run the text intact and without block ``block``'s ``part`` write at position 0."""
     check_writes(loaded, block)
+    ranges.check("eps", eps)
     removed = RemoveWrite(block, part)
     return WriteRemoved(removed, outcome(loaded, ids), outcome(loaded, ids, removed), eps)
