@@ -12,8 +12,8 @@ import pytest
 import sinkscope
 import torch
 from sinkscope.core.capture import analyze, analyze_ids, attention_maps
-from sinkscope.core.errors import InputError, ModelLoadError
-from sinkscope.experiments import cost, interventions, kv_evict, kv_heads, kv_quant, streaming, writes
+from sinkscope.core.errors import InputError, ModelLoadError, TokenLimitError
+from sinkscope.experiments import cost, interventions, kv_evict, kv_heads, kv_quant, qk, streaming, writes
 from sinkscope.experiments.interventions import DropFirst, Perturb, ReplaceFirst, intervene, outcome
 from transformers import AutoTokenizer
 
@@ -207,3 +207,18 @@ def test_a_policy_curve_refuses_a_share_outside_0_to_1(share: float, random_ids:
 def test_a_budget_given_as_a_numpy_integer_is_a_number(random_ids: list[int]) -> None:
     found = kv_evict.evict(loaded_tiny("llama"), random_ids, np.int64(12))
     assert found.budget == 12 and not np.isnan(found.first_kept).any()
+
+
+@pytest.mark.parametrize("run", [
+    lambda m, ids: kv_quant.quantized_nll(m, ids, 2, torch.zeros(len(ids), dtype=torch.bool)),
+    lambda m, ids: kv_evict.evict(m, ids, 64),
+    lambda m, ids: kv_heads.head_needs(m, ids, 64),
+    lambda m, ids: kv_heads.duo_policy(m, ids, kv_heads.HeadNeeds(64, np.zeros(3), np.zeros((3, 4)))),
+    lambda m, ids: qk.qk_attribution(m, ids, 1, 0),
+    lambda m, ids: writes.remove_write(m, ids, 1, "mlp"),
+])  # fmt: skip
+def test_an_experiment_refuses_a_text_over_the_token_limit_before_any_work(run: object) -> None:
+    loaded = loaded_tiny("llama")
+    too_long = [3] * (loaded.info.max_tokens + 1)
+    with pytest.raises(TokenLimitError):
+        run(loaded, too_long)

@@ -65,6 +65,10 @@ BROKEN: dict[str, tuple[Callable[[Path], None], str]] = {
     "no tokenizer": (lambda d: [f.unlink() for f in d.glob("tokenizer*")], "has no tokenizer"),
     "weights that are a folder": (lambda d: replace_weights(d, Path.mkdir), "model.safetensors: Is a directory"),
     "NaN weights": (nan_weights, "model.layers.1.mlp.up_proj.weight holds NaN or infinite values"),
+    "heads that do not divide the width": (  # issue 54, item 13: transformers' validator, as one line
+        lambda d: set_config(d, num_attention_heads=5, num_key_value_heads=5, head_dim=None),
+        "is not a multiple of the number of attention heads (5)",
+    ),
 }
 
 

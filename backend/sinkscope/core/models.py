@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 from filelock import FileLock
+from huggingface_hub.errors import StrictDataclassError
 from safetensors import SafetensorError
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 from transformers.models.auto.modeling_auto import (
@@ -53,7 +54,8 @@ DTYPES = {
 }
 Progress = Callable[[str], None]
 T = TypeVar("T")
-LOAD_ERRORS = (OSError, ValueError, ImportError, RuntimeError, SafetensorError, pickle.UnpicklingError)
+LOAD_ERRORS = (OSError, ValueError, ImportError, RuntimeError, SafetensorError, pickle.UnpicklingError,
+               StrictDataclassError)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -288,6 +290,9 @@ def _check_causal_lm(source: str, spec: str) -> Any:
         if "trust_remote_code" in str(err):
             raise ModelLoadError("error.remote_code", spec=spec) from err
         raise ModelLoadError("error.cannot_open", spec=spec, reason=reason_of(err)) from err
+    except StrictDataclassError as err:  # a config transformers' own validators reject (heads that do not divide)
+        reason = reason_of(err).rsplit("Error: ", 1)[-1]  # the validator's sentence, not its wrapper's
+        raise ModelLoadError("error.cannot_open", spec=spec, reason=reason) from err
     causal_names = set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.values())
     declared = getattr(config, "architectures", None) or []
     is_causal = (

@@ -154,6 +154,7 @@ def evict(
 ) -> Eviction:  # fmt: skip
     """Every policy at one ``budget``, side by side, token by token over ``ids``."""
     check_ids(require_loaded(loaded), ids)
+    loaded.check_length(len(ids))  # the one token limit a text meets, before any work
     loaded.require(Can.EVICT_KV)
     check_cache(len(ids), budget)
     unknown = [p for p in policies if p not in POLICIES]

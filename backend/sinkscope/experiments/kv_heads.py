@@ -135,6 +135,7 @@ def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progr
     """Every head's loss change when it alone keeps sinks + window (a cache of ``budget`` tokens), layer by layer;
     ``progress`` may stop the run after any layer, keeping the layers measured."""
     check_ids(require_loaded(loaded), ids)
+    loaded.check_length(len(ids))  # the one token limit a text meets, before any work
     loaded.require(Can.EVICT_KV)
     check_cache(len(ids), budget)
     info, model = loaded.info, loaded.model
@@ -229,6 +230,7 @@ def duo_policy(
     ones are those with a query head that may need the whole context (the top of its interval over the threshold),
     or one not measured."""
     check_ids(require_loaded(loaded), ids)
+    loaded.check_length(len(ids))  # the one token limit a text meets, before any work
     loaded.require(Can.EVICT_KV)
     info = loaded.info
     group = info.n_heads // info.n_kv_heads

@@ -141,6 +141,7 @@ def quantized_nll(
     """NLL of ids[1:] when every layer's attention reads its keys and values from a ``bits``-bit causal cache with
     a full-precision residual window (``residual=None``: the non-causal bound)."""
     check_ids(require_loaded(loaded), ids)
+    loaded.check_length(len(ids))  # the one token limit a text meets, before any work
     loaded.require(Can.QUANTIZE_KV)
     if len(ids) < 2:
         raise InputError("error.kv_two_tokens", n=len(ids))

@@ -170,5 +170,6 @@ def remove_write(
     """Run the text intact and without block ``block``'s ``part`` write at position 0."""
     check_writes(loaded, block)
     ranges.check("eps", eps)
+    loaded.check_length(len(ids))  # the one token limit a text meets, before any work
     removed = RemoveWrite(block, part)
     return WriteRemoved(removed, outcome(loaded, ids), outcome(loaded, ids, removed), eps)
