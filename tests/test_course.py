@@ -103,7 +103,8 @@ def test_streaming_explodes_only_when_evicting_the_sinks_doubles_perplexity() ->
 
 @pytest.mark.parametrize(
     ("bare", "kept", "truth", "back"),
-    [(4.0, 2.5, "most", 75), (4.0, 3.5, "some", 25), (4.0, 4.2, "none", -10), (1.9, 1.9, "none", 0)],
+    [(4.0, 2.5, "most", 75), (4.0, 3.5, "some", 25), (4.0, 4.2, "none", -10), (1.9, 1.9, "none", 0),
+     (4.0, 1.5, "most", 125)],
 )  # fmt: skip
 def test_the_kv_answer_is_the_share_of_the_quantized_loss_the_sinks_win_back(
     bare: float, kept: float, truth: str, back: int
@@ -114,6 +115,7 @@ def test_the_kv_answer_is_the_share_of_the_quantized_loss_the_sinks_win_back(
     shown = reveals.of_kv(intact, np.full(3, bare), np.full(3, kept), 2)
     assert shown.truth == truth  # (4 - 2.5) / (4 - 2) = 0.75 nats: most (on perplexity it was 0.90); no worse: none
     assert dict(shown.said[0].params)["back"] == back
+    assert (shown.said[0].key == "course.kv.said_over") == (back > 100)  # "and more", never "125% comes back"
     runs = ClaimRuns(np.full(3, 2.0), np.full(3, bare), np.full(3, kept), 3, 1)
     rescued = claims.from_kv(runs).status == "reproduces"
     assert rescued == (truth == "most" and bare >= 2.0 + np.log(1.1))  # the scoreboard: it hurts, and most comes back
