@@ -70,12 +70,23 @@ def one_head_title(page: Page) -> str:
     return chart.locator(".gtitle").text_content() or ""
 
 
+TAB_CLICKS = 3
+
+
 def open_one_head(page: Page, url: str) -> None:
     page.goto(url)
     wait_for_analysis(page)
     settled(page)  # a tab clicked while the first run still draws can be lost in its rerun
-    page.get_by_role("tab", name="One head").click()
-    expect(page.get_by_role("tab", name="One head")).to_have_attribute("aria-selected", "true", timeout=LOAD)
+    tab = page.get_by_role("tab", name="One head")
+    for attempt in range(TAB_CLICKS):  # under two test workers a click is sometimes lost (issue 54): click again
+        tab.click()
+        try:
+            expect(tab).to_have_attribute("aria-selected", "true", timeout=30_000)
+            break
+        except AssertionError:
+            if attempt == TAB_CLICKS - 1:
+                raise
+            settled(page)
     expect(page.get_by_text(re.compile(r"Layer \d+, head \d+")).first).to_be_visible(timeout=LOAD)
 
 

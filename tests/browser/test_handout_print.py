@@ -14,6 +14,7 @@ from sinkscope.core.names import POLARIZE_VARIANTS
 from sinkscope.core.texts import builtin_text
 from sinkscope.core.tokens import analyzed_part
 from sinkscope.experiments import claims, interventions, kv_check, kv_evict, kv_heads, nudges
+from sinkscope.experiments.kv_quant import ClaimRuns
 from sinkscope.plot import handout, slides
 from sinkscope.serving.settings import Settings
 
@@ -64,7 +65,8 @@ def longest(smollm2: object) -> tuple:
         trace, list(lab_training.shipped_runs("backcopy").values()),
         lab_polarization.polarize_runs(POLARIZE_VARIANTS, "logistic", (8, 16), 3000, 0.5, 0), sink_cost.shipped(),
         spread, {"dense": 17.5432, "window": 64.3621, "sinks": 21.6409}, (intact, dense), (intact, removed),
-        (intact.nll + 0.4321, intact.nll + 0.1234), intact, kv_evidence(len(layers), 3, trace.shape[1]),
+        ClaimRuns(intact.nll, intact.nll + 0.4321, intact.nll + 0.1234, len(ids) - 1, 1),
+        kv_evidence(len(layers), 3, trace.shape[1]),
     )  # fmt: skip
     heads = {kind: ((layer, head), attention_maps(smollm2, list(ids), layer).weights[head])
              for kind, (layer, head) in slides.example_heads(trace.heads).items()}  # fmt: skip

@@ -101,7 +101,6 @@ def measured(request: session.Request, trace: Trace) -> list[claims.Verdict]:
         dense=_pair(found, "dense"),
         removed=_pair(found, "removed"),
         kv=found.get("kv"),
-        intact=found["intact"],
         kv_check=found.get("kv_check"),
     )
     return claims.scoreboard(evidence)

@@ -298,7 +298,6 @@ class Evidence:
     dense: tuple[Outcome, Outcome] | None = None  # (intact, every head uniform)
     removed: tuple[Outcome, Outcome] | None = None  # (intact, interventions.default_drop: layers DROP_FROM ..)
     kv: ClaimRuns | None = None  # the float cache and a 2-bit cache with nothing, and the sinks, kept
-    intact: Outcome | None = None  # the text's intact run (the float cache the quantized ones are measured against)
     kv_check: KVCheck | None = None  # H2O and the per-head map on Python's help (``kv_check``)
 
 
