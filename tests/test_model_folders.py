@@ -67,7 +67,7 @@ BROKEN: dict[str, tuple[Callable[[Path], None], str]] = {
     "NaN weights": (nan_weights, "model.layers.1.mlp.up_proj.weight holds NaN or infinite values"),
     "heads that do not divide the width": (  # issue 54, item 13: transformers' validator, as one line
         lambda d: set_config(d, num_attention_heads=5, num_key_value_heads=5, head_dim=None),
-        "is not a multiple of the number of attention heads (5)",
+        "is not a multiple of the number of attention heads",
     ),
 }
 
