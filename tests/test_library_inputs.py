@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -14,7 +15,9 @@ import torch
 from sinkscope.core.capture import analyze, analyze_ids, attention_maps
 from sinkscope.core.errors import InputError, ModelLoadError, TokenLimitError
 from sinkscope.experiments import cost, interventions, kv_evict, kv_heads, kv_quant, qk, streaming, writes
+from sinkscope.experiments.elsewhere import MakeSink
 from sinkscope.experiments.interventions import DropFirst, Perturb, ReplaceFirst, intervene, outcome
+from sinkscope.findings import origins
 from transformers import AutoTokenizer
 
 from tests.tiny import build_tiny_model_dir, loaded_tiny, tiny_loaded
@@ -222,3 +225,24 @@ def test_an_experiment_refuses_a_text_over_the_token_limit_before_any_work(run: 
     too_long = [3] * (loaded.info.max_tokens + 1)
     with pytest.raises(TokenLimitError):
         run(loaded, too_long)
+
+
+@pytest.mark.parametrize("given", ["a trace", None, {"heads": {}}])
+def test_a_trace_argument_that_is_not_an_analysis_says_what_to_pass(given: object) -> None:
+    with pytest.raises(TypeError, match=r"sinkscope\.analyze\(model, text\)"):
+        writes.first_writes(given)
+    with pytest.raises(TypeError, match=r"sinkscope\.analyze\(model, text\)"):
+        origins.secondary_sinks(given)
+
+
+def test_an_analysis_without_writes_is_refused_by_name(random_ids: list[int]) -> None:
+    trace = dataclasses.replace(analyze_ids(loaded_tiny("llama"), random_ids), writes=None)  # as Jamba's or Bloom's
+    with pytest.raises(InputError, match="keeps no per-block writes"):
+        writes.first_writes(trace)
+
+
+def test_a_head_score_needs_two_tokens_and_a_sink_made_elsewhere_a_finite_factor() -> None:
+    with pytest.raises(InputError, match="needs at least two tokens, and it has 0"):
+        qk.qk_attribution(loaded_tiny("llama"), [], 1, 0)
+    with pytest.raises(InputError, match="factor must be a number from 0"):
+        MakeSink(2, 1, (), float("nan"))

@@ -48,7 +48,9 @@ def first_token(request: session.Request, trace: Trace) -> None:
     if refused is not None:  # the trace then has no writes
         st.info(say(refused))
         return
-    built = writes.first_writes(trace)
+    built = lessons.attempt(lambda: writes.first_writes(trace))  # a bfloat16 analysis keeps no writes: said so
+    if built is None:
+        return
     left, right = st.columns(2)
     charts.show(plot.fig_first_writes(built.attn_write, built.mlp_write, lang=language()), "or_writes", left)
     if built.channel is not None:
@@ -152,7 +154,7 @@ def why_this_head(request: session.Request, trace: Trace) -> None:
 
 def split_check(request: session.Request, trace: Trace, layer: int, head: int, queries: tuple[int, int]) -> None:
     """The split's prediction without the write that builds the massive activation, beside a real run without it."""
-    builder = writes.first_writes(trace).builder
+    builder = writes.first_writes(trace).builder if trace.writes is not None else None
     if builder is None or builder.block >= layer:
         st.caption(t("origins.no_earlier_write"))
         return

@@ -205,6 +205,14 @@ def require_finite(residual: np.ndarray, dtype: str) -> None:
         raise ModelLoadError("error.states_not_finite", layer=int(np.argmax(broken)), dtype=dtype)
 
 
+def require_trace(value: object) -> Trace:
+    """``value`` itself when it is an analysis from ``analyze``; a TypeError that says what to pass otherwise."""
+    if not isinstance(value, Trace):
+        shown = repr(value) if isinstance(value, str) else type(value).__name__
+        raise TypeError(f"expected an analysis, trace = sinkscope.analyze(model, text), got {shown}")
+    return value
+
+
 def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
     """Analyze a sequence of token ids in one forward pass (under ``sinkscope.intervene``: the changed run)."""
     require_loaded(loaded)

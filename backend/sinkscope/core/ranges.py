@@ -55,6 +55,7 @@ RANGES = {
     "budget": Range(1, 8192, "tokens a compressed KV cache holds per layer and key-value head", whole=True),
     "share": Range(0.0, 1.0, "a share of heads"),
     "eps": Range(0.0, 1.0, "a threshold on attention weights, which lie in 0-1"),
+    "factor": Range(0.0, 1000.0, "a multiple of a state; past 1,000 the stream overflows float16"),
 }
 
 

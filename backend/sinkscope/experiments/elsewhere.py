@@ -37,6 +37,7 @@ class MakeSink(Intervention):
 
     def __post_init__(self) -> None:
         ranges.check("position", self.position)
+        ranges.check("factor", self.factor)
         if self.position == 0:
             raise InputError("error.elsewhere_first")
 

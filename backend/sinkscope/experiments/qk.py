@@ -122,6 +122,8 @@ def qk_attribution(
     ids = list(ids)
     n = len(ids)
     require_loaded(loaded).check_length(n)  # the one token limit a text meets, before any work
+    if n < 2:
+        raise InputError("error.qk_two_tokens", n=n)
     first, last = queries if queries is not None else (1, n - 1)
     if not 0 <= first <= last < n:
         raise InputError("error.query_range", first=first, last=last, end=n - 1)

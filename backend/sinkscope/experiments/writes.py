@@ -18,7 +18,7 @@ import torch
 
 from sinkscope.core import ranges
 from sinkscope.core.capabilities import Can
-from sinkscope.core.capture import Trace, run_forward
+from sinkscope.core.capture import Trace, require_trace, run_forward
 from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel, ModelInfo
@@ -132,7 +132,9 @@ class FirstWrites:
 
 def first_writes(trace: Trace) -> FirstWrites:
     """The first token's writes, read from an analysis (``trace.writes``)."""
-    writes: Writes = trace.writes
+    writes: Writes | None = require_trace(trace).writes
+    if writes is None:  # a hybrid, slow-path or reduced-precision analysis keeps none
+        raise InputError("error.trace_no_writes", model=trace.model)
     on_first = [(layer, channel, value) for layer, token, channel, value in trace.massive if token == 0]
     attn, mlp = writes.attn_write, writes.mlp_write
     if not on_first:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sinkscope.core.capture import Trace
+from sinkscope.core.capture import Trace, require_trace
 from sinkscope.core.i18n import Message, states
 from sinkscope.core.names import DEFAULT_EPS
 
@@ -147,7 +147,7 @@ def first_cosines(residual: np.ndarray) -> np.ndarray:
 
 def secondary_sinks(trace: Trace) -> Secondary:
     """Wong et al.'s secondary sinks in one analysis: runs of sink-like states within the raised layers."""
-    raised = np.asarray(trace.layers["first_norm_ratio"]) > RAISED  # (layer + 1,)
+    raised = np.asarray(require_trace(trace).layers["first_norm_ratio"]) > RAISED  # (layer + 1,)
     like = (np.abs(first_cosines(trace.residual)) > SINK_LIKE) & raised[:, None]  # (layer + 1, token)
     sinks = [_sink(trace, j, first, last) for j in range(1, trace.n_tokens) for first, last in _runs(like[:, j])]
     sinks.sort(key=lambda sink: (-sink.lifetime, -sink.key_sink))
