@@ -134,6 +134,19 @@ def test_the_margin_split_sums_to_the_log_odds_of_eager_attention_on_key_0(name:
     assert terms.first_weight == pytest.approx(float(p.mean()), abs=1e-5)
 
 
+@pytest.mark.parametrize("name", ["llama", "gemma3", "gemma2", "gpt_oss"])
+@pytest.mark.parametrize("layer", [1, 2])
+def test_the_weight_on_key_0_is_eager_attentions_under_sliding_windows_soft_caps_and_learned_sinks(
+    name: str, layer: int, ids: list[int]
+) -> None:
+    """Gemma-3's and Gemma-2's sliding layers, Gemma-2's soft-capping, gpt-oss's learned sink logit: the weight the
+    QK page reports is the one transformers' eager attention gives key 0."""
+    terms = qk.qk_attribution(loaded_tiny(name), ids, layer, 3, (5, 30))
+    output, _ = eager_run(name, ids)
+    expected = float(output.attentions[layer][0, 3, 5:31, 0].double().mean())
+    assert terms.first_weight == pytest.approx(expected, rel=1e-4, abs=1e-6)
+
+
 def test_the_split_s_prediction_stands_beside_a_real_run_without_the_write(smollm2: object) -> None:
     trace = english(smollm2)
     built = writes.first_writes(trace)

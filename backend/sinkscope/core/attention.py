@@ -51,6 +51,18 @@ class StopForward(Exception):
     """Raised once the layer ``stop_after`` has stored its maps, so a recompute skips the rest."""
 
 
+@dataclass(frozen=True)
+class QK:
+    """One layer's attention inputs, as transformers handed them: enough to redo its weights."""
+
+    query: torch.Tensor  # (1, head, query_pos, head_dim)
+    key: torch.Tensor  # (1, kv_head, key_pos, head_dim)
+    scaling: float
+    mask: torch.Tensor | None  # the layer's own (causal or sliding) mask
+    softcap: float | None  # Gemma-2's tanh soft-capping of the scores
+    sink_logits: torch.Tensor | None  # (head,): gpt-oss's learned sink logit
+
+
 @dataclass
 class Recorder:
     """What one forward pass collects. ``sums[name][layer]`` is a (head,) float64 tensor."""
@@ -73,7 +85,7 @@ class Recorder:
     # and later queries of A[t, j] (docs/metrics.md, key_sink)
     writes: Writes | None = None  # given: each block's attention and MLP writes land here (``core.writes``)
     qk_of: int | None = None  # given: that layer's queries and keys land in ``qk`` and the forward stops
-    qk: tuple[torch.Tensor, torch.Tensor, float] | None = None  # (query, key, scaling), as attention received them
+    qk: QK | None = None  # that layer's queries, keys and what shapes their weights, as attention received them
     learned: dict[int, torch.Tensor] = field(default_factory=dict)  # layer -> (head, query_pos), kept maps only:
     # the mass a learned sink logit (gpt-oss) takes from each row, 0 for plain softmax
     block_call: dict | None = None  # given: the first block's args and kwargs land here and the forward stops
@@ -163,7 +175,8 @@ def sinkscope_attention(
     recorder = _current.get()
     layer = getattr(module, "layer_idx", None)
     if recorder is not None and recorder.qk_of is not None and recorder.qk_of == layer:
-        recorder.qk = (query, key, query.shape[-1] ** -0.5 if scaling is None else scaling)
+        recorder.qk = QK(query, key, query.shape[-1] ** -0.5 if scaling is None else scaling, attention_mask, softcap,
+                         s_aux)  # fmt: skip
         raise StopForward
     reduce = recorder is not None and recorder.reduce
     keep = recorder is not None and layer in recorder.maps_of

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from sinkscope.core import chunked
+from sinkscope.core.attention import QK
 from sinkscope.core.capture import run_forward
 from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message, times
@@ -43,7 +45,7 @@ class QKTerms:
     terms: np.ndarray  # (part,): mean over the queries of scaling * <q_t, the part's share of k_0>
     score: float  # mean over the queries of the score s[t, 0] the forward computed, before any soft-capping
     others: float  # mean over the queries of ln sum_{0 < j <= t} e^{s[t, j]}; NaN when a query sees only key 0
-    first_weight: float  # mean over the queries of softmax(s[t, :t + 1])[0], the weight these scores give key 0
+    first_weight: float  # mean over the queries of the weight the layer gives key 0 (its mask, soft-cap, learned sink)
     scale: float  # the input norm's scale at position 0, 1 / rms(h^layer[0]), that the split holds frozen
 
     @property
@@ -133,7 +135,8 @@ def qk_attribution(
     recorder = loaded.recorder(reduce=False, residual=loaded.stream_buffer(n), qk_of=layer,
                                writes=loaded.writes_buffer(n))  # fmt: skip
     run_forward(loaded, ids, recorder)
-    query, key, scaling = recorder.qk  # (1, head, query_pos, head_dim), (1, kv_head, key_pos, head_dim)
+    found = recorder.qk
+    query, key, scaling = found.query, found.key, found.scaling  # (1, head, q, head_dim), (1, kv_head, k, head_dim)
     parts, names = _components(recorder.writes, recorder.residual, layer, loaded.info.family)
     state = torch.from_numpy(recorder.residual[layer][0])
     with torch.inference_mode():
@@ -144,11 +147,25 @@ def qk_attribution(
     scores = scaling * (q @ key[0, kv, : last + 1].float().T)  # (queries, key_pos)
     seen = torch.arange(last + 1)[None, :] <= torch.arange(first, last + 1)[:, None]  # (queries, key_pos): causal
     others = torch.where(seen & (torch.arange(last + 1) > 0), scores, -torch.inf).logsumexp(-1)  # (queries,)
-    weight = torch.where(seen, scores, -torch.inf).softmax(-1)[:, 0]  # (queries,)
+    weight = _first_weight(found, scores, head, first, last)
     rms = float(state.pow(2).mean().sqrt())
     return QKTerms(layer, head, first, last, (*names, ("bias", -1)), terms.numpy().astype(np.float64),
                    float(scores[:, 0].mean()), float(others.mean()) if first > 0 else float("nan"),
                    float(weight.mean()), 1 / rms if rms > 0 else float("nan"))  # fmt: skip
+
+
+def _first_weight(found: QK, scores: torch.Tensor, head: int, first: int, last: int) -> torch.Tensor:
+    """(queries,): the weight the layer gives key 0, by the model's own math: its mask (a sliding window), its
+    soft-capping and its learned sink logit, on ``scores`` (queries, key_pos) before any of them."""
+    n = found.key.shape[2]
+    visible = ~chunked.MaskFacts.of(found.mask, found.query.shape[2], n, scores.device).blocked  # (query, key)
+    if found.softcap is not None:
+        scores = torch.tanh(scores / found.softcap) * found.softcap
+    logits = torch.where(visible[first : last + 1, : last + 1], scores, -torch.inf)  # (queries, key_pos)
+    weight = logits.softmax(-1)[:, 0]
+    if found.sink_logits is not None:  # the learned sink takes its share of every row first
+        weight = weight * (1 - torch.sigmoid(found.sink_logits[head].float() - logits.logsumexp(-1)))
+    return weight
 
 
 @dataclass(frozen=True)
