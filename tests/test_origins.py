@@ -159,6 +159,8 @@ def test_the_split_s_prediction_stands_beside_a_real_run_without_the_write(smoll
     assert check.predicted_margin == pytest.approx(check.intact.margin - check.intact.term_of(removed))
     assert check.holds == (abs(check.predicted_margin - check.ablated.margin) <= words.SPLIT_HOLDS)
     assert check.said().text("en").startswith("With one write removed (remove block")
+    given = qk.linear_check(smollm2, trace.token_ids, layer, head, removed, intact=check.intact)
+    assert given.ablated.margin == check.ablated.margin and given.predicted_margin == check.predicted_margin  # one pass less
     with pytest.raises(InputError, match="not before layer"):
         qk.linear_check(smollm2, trace.token_ids, 2, 0, ("mlp", 5))
 
@@ -231,6 +233,8 @@ def test_the_two_controls_equal_hand_built_ablations(ids: list[int]) -> None:
                                eager_nll_with(model, ids, zero_channel), rtol=1e-4, atol=1e-5)  # fmt: skip
     with pytest.raises(InputError, match="needs its own setting"):
         writes.RemoveWrite(1, "mlp", "channel")
+    with pytest.raises(InputError, match="none was given"):
+        writes.mean_first_write(loaded, 1, "mlp", [])
 
 
 def test_on_smollm2_the_three_removals_tell_no_sink_from_out_of_range(smollm2: object) -> None:

@@ -149,17 +149,19 @@ def why_this_head(request: session.Request, trace: Trace) -> None:
     st.caption(t("origins.qk_note", score=terms.score, total=float(terms.terms.sum())))
     st.caption(t("origins.margin_note", margin=terms.margin, score=terms.score, others=terms.others,
                  total=float(terms.margin_terms.sum())))  # fmt: skip
-    split_check(request, trace, layer, head, (first, last))
+    split_check(request, trace, terms)
 
 
-def split_check(request: session.Request, trace: Trace, layer: int, head: int, queries: tuple[int, int]) -> None:
-    """The split's prediction without the write that builds the massive activation, beside a real run without it."""
+def split_check(request: session.Request, trace: Trace, terms: qk.QKTerms) -> None:
+    """The split's prediction without the write that builds the massive activation, beside a real run without it
+    (the intact split is the one drawn above, not computed again)."""
+    layer, head, queries = terms.layer, terms.head, (terms.first, terms.last)
     builder = writes.first_writes(trace).builder if trace.writes is not None else None
     if builder is None or builder.block >= layer:
         st.caption(t("origins.no_earlier_write"))
         return
     removed, loaded = (builder.part, builder.block), request.loaded
-    run = lambda: qk.linear_check(loaded, trace.token_ids, layer, head, removed, queries)  # noqa: E731
+    run = lambda: qk.linear_check(loaded, trace.token_ids, layer, head, removed, queries, terms)  # noqa: E731
     args = (trace.token_ids, layer, head, removed, queries)
     check = lessons.attempt(lambda: lessons.cached(request, "qk_check", args, run, t("origins.attributing")))
     if check is not None:

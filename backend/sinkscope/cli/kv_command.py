@@ -117,6 +117,7 @@ def heads(loaded: object, ids: list[int], budget: int, out: Path) -> tuple:
     """Each head alone restricted to sinks + window (DIR/heads.csv), and DuoAttention's policy curve (DIR/duo.csv)."""
     import numpy as np
 
+    from sinkscope.core.loss import LEVEL
     from sinkscope.experiments import kv_heads
 
     def layer_done(so_far: kv_heads.HeadNeeds) -> bool:
@@ -131,8 +132,8 @@ def heads(loaded: object, ids: list[int], budget: int, out: Path) -> tuple:
             for (layer, head), change in np.ndenumerate(needs.change)]  # fmt: skip
     write_csv(str(out / "heads.csv"), HEAD_COLUMNS, rows)
     print(f"{int(retrieval.sum())} of {retrieval.size} heads need more than sinks + window (over "
-          f"{100 * words.NEEDS_CONTEXT:g}% perplexity each, across the 95% interval); {int(noise.sum())} within the "
-          f"noise of that threshold; {out / 'heads.csv'}")  # fmt: skip
+          f"{100 * words.NEEDS_CONTEXT:g}% perplexity each, across the {100 * LEVEL:g}% interval); "
+          f"{int(noise.sum())} within the noise of that threshold; {out / 'heads.csv'}")  # fmt: skip
     curve = kv_heads.policy_curve(loaded, kv_heads.held_out_ids(loaded, len(ids)), needs)  # a text the map never saw
     duo = [{"order": order, "whole_kv_heads": policy.retrieval_share, "cache_kept": policy.cache_share,
             "perplexity": policy.perplexity, "dense": policy.dense_perplexity}

@@ -26,6 +26,7 @@ def perplexity(nll: np.ndarray) -> float:
 BLOCK = 8  # tokens resampled together: a token's loss is not independent of its neighbours'
 DRAWS = 1000
 LEVEL = 0.95  # the intervals' coverage
+TAILS = ((1 - LEVEL) / 2, (1 + LEVEL) / 2)  # the quantiles of the resamples that bound an interval
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def resampled_means(per_token: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 def interval_of(value: float, samples: np.ndarray) -> Interval:
     """``value`` with the central LEVEL of its bootstrap ``samples``."""
-    low, high = np.quantile(samples, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    low, high = np.quantile(samples, TAILS)
     return Interval(float(value), float(low), float(high))
 
 

@@ -20,14 +20,13 @@ from sinkscope.core.capabilities import Can
 from sinkscope.core.capture import block_call, call_block, run_forward
 from sinkscope.core.errors import ModelLoadError
 from sinkscope.core.i18n import Message
-from sinkscope.core.loss import LEVEL, perplexity, resample_counts, resampled_means, token_nll
+from sinkscope.core.loss import LEVEL, TAILS, perplexity, resample_counts, resampled_means, token_nll
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.core.texts import builtin_text
 from sinkscope.experiments.kv_evict import SINKS, check_cache
 from sinkscope.experiments.streaming import band_mask, dense
 from sinkscope.findings.words import LITTLE_WORSE, NEEDS_CONTEXT
 
-TAILS = ((1 - LEVEL) / 2, (1 + LEVEL) / 2)  # the quantiles of an interval
 TAIL_TOLERANCE = 1e-3  # nats: the final norm and LM head applied here must give the model's own loss
 Progress = Callable[["HeadNeeds"], bool]  # the map so far (NaN where not yet measured) -> keep going?
 

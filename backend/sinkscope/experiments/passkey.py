@@ -51,8 +51,7 @@ class Passkey:
 
 def passkey_text(loaded: LoadedModel, n_tokens: int, key: str = KEY) -> Passkey:
     """The longest passkey text of at most ``n_tokens`` tokens: the number, filler, the question, the answer."""
-    tokenizer = require_loaded(loaded).tokenizer
-    if tokenizer is None:
+    if require_loaded(loaded).tokenizer is None:
         raise InputError("error.passkey_tokenizer")
     answer = loaded.encode(" " + key, add_bos=False)
     intro, question = (loaded.encode(part, add_bos=False) for part in (INTRO.format(key=key), QUESTION))
@@ -61,6 +60,9 @@ def passkey_text(loaded: LoadedModel, n_tokens: int, key: str = KEY) -> Passkey:
     if repeats < 1:
         raise InputError("error.passkey_short", n=n_tokens, least=len(intro) + len(question) + len(answer) + 1)
     prefix = loaded.encode(INTRO.format(key=key) + FILLER * repeats + QUESTION, add_bos=False)
+    while len(prefix) + len(answer) > n_tokens:  # the parts joined may tokenize longer than apart
+        repeats -= 1
+        prefix = loaded.encode(INTRO.format(key=key) + FILLER * repeats + QUESTION, add_bos=False)
     return Passkey(tuple(prefix + answer), len(prefix))
 
 

@@ -201,13 +201,14 @@ class LinearCheck:
 
 def linear_check(
     loaded: LoadedModel, ids: list[int] | tuple[int, ...], layer: int, head: int, removed: Part,
-    queries: tuple[int, int] | None = None,
+    queries: tuple[int, int] | None = None, intact: QKTerms | None = None,
 ) -> LinearCheck:  # fmt: skip
-    """The head's split with the text intact, and a real run without write ``removed`` (part, block < layer)."""
+    """The head's split with the text intact (``intact`` when the caller has it), and a real run without write
+    ``removed`` (part, block < layer)."""
     part, block = removed
     if not 0 <= block < layer:
         raise InputError("error.write_before", block=block, layer=layer)
-    intact = qk_attribution(loaded, ids, layer, head, queries)
+    intact = intact or qk_attribution(loaded, ids, layer, head, queries)
     with intervene(loaded, RemoveWrite(block, part)):
         ablated = qk_attribution(loaded, ids, layer, head, queries)
     return LinearCheck(removed, intact, ablated)

@@ -91,6 +91,8 @@ def mean_first_write(loaded: LoadedModel, block: int, part: str, first_tokens: l
     """(d_model,): block ``block``'s ``part`` write at position 0, averaged over texts that start with each of
     ``first_tokens``; position 0 reads only itself, so its first token is all of a text it depends on."""
     check_writes(loaded, block)
+    if not first_tokens:  # the mean of nothing is NaN, and would be written into the stream
+        raise InputError("error.no_other_firsts")
     rows = []
     for token in first_tokens:
         recorder = loaded.recorder(reduce=False, writes=loaded.writes_buffer(1))
