@@ -12,7 +12,7 @@ from sinkscope.course import STEPS, reveals
 from sinkscope.experiments.claims import CLAIMS
 from sinkscope.plot.handout import PRINTED_PAGES
 
-from tests.browser.helpers import ARTIFACTS, LOAD, layout_problems, settled, wait_for_analysis
+from tests.browser.helpers import ARTIFACTS, LOAD, click_until, layout_problems, settled, wait_for_analysis
 
 SAID = {  # a sentence each step computes from the French example (the default in French: its first token is "Le")
     "map": "et il vaut au moins 0,5",
@@ -46,14 +46,15 @@ def test_the_course_walks_every_step_in_french_and_a_shared_step_reopens_as_left
         reveal = page.get_by_role("button", name="Révéler")
         expect(reveal).to_be_disabled()  # a prediction comes first
         choice = Text("fr")(f"course.{step.id}.{step.choices[0]}", **reveals.choice_values(step))
-        page.get_by_text(choice, exact=True).click()
-        reveal.click()
+        enabled = page.get_by_role("button", name="Révéler", disabled=False)
+        click_until(page, page.get_by_text(choice, exact=True), enabled)
+        click_until(page, reveal, reveal, gone=True)
         here = "Ce qui a été mesuré" if step.id in OFF_TEXT else "Sur ce modèle et ce texte"  # what it was computed on
         verdict = re.compile(rf"^(Exact : |Votre prédiction : .+ {here} : )")
         expect(page.get_by_text(verdict)).to_be_visible(timeout=LOAD)
         expect(page.get_by_text(SAID[step.id]).first).to_be_visible(timeout=LOAD)
         if number < len(STEPS):
-            page.get_by_role("button", name="Suivante →").click()
+            click_until(page, page.get_by_role("button", name="Suivante →"), page.get_by_text(step_heading(number + 1)))
     everything = ".".join(step.choices[0] for step in STEPS)
     expect(page).to_have_url(re.compile(rf"step={len(STEPS)}&answers={re.escape(everything)}"), timeout=LOAD)
     page.goto(page.url)  # a reload, or a student opening the shared link
