@@ -73,7 +73,7 @@ def attention_weights(
     if sink_logits is None:
         return weights, None
     share = sink_share(scores, sink_logits)
-    return weights.mul_((1 - share).unsqueeze(-1)), share
+    return weights * (1 - share).unsqueeze(-1), share  # not in place: the softmax's backward reads its output
 
 
 def eager(

@@ -3,8 +3,9 @@
 DuoAttention (Xiao et al., ICLR 2025) learns a gate per key-value head that splits them into retrieval heads (the
 full cache) and streaming heads (sinks + a recent window). Here the split is measured by ablation instead: for every
 head, the change of the text's mean next-token loss when that head alone reads only the first SINKS tokens and its
-last ``budget - SINKS`` (every other head dense). The heads of one layer run as lanes of one batch from that layer's
-input, taken from a dense pass, so layer l costs L - l blocks per head and nothing before it is computed again.
+last ``budget - SINKS`` (every other head dense). ``head_needs`` measures every head exactly (``head_effects``:
+layer l costs L - l blocks per head); ``confirmed_needs`` estimates every head to first order from one forward and one
+backward, then measures exactly the heads whose estimate cannot settle their side of the NEEDS_CONTEXT threshold.
 """
 
 from __future__ import annotations
@@ -15,19 +16,18 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from sinkscope.core import attention, chunked, ranges
+from sinkscope.core import attention, ranges
 from sinkscope.core.capabilities import Can
-from sinkscope.core.capture import block_call, call_block, run_forward
-from sinkscope.core.errors import ModelLoadError
 from sinkscope.core.i18n import Message
-from sinkscope.core.loss import LEVEL, TAILS, perplexity, resample_counts, resampled_means, token_nll
+from sinkscope.core.loss import LEVEL, perplexity
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.core.texts import builtin_text
+from sinkscope.experiments import head_effects
 from sinkscope.experiments.kv_evict import SINKS, check_cache
 from sinkscope.experiments.streaming import band_mask, dense
 from sinkscope.findings.words import LITTLE_WORSE, NEEDS_CONTEXT
 
-TAIL_TOLERANCE = 1e-3  # nats: the final norm and LM head applied here must give the model's own loss
+ESTIMATE_FACTOR = 3.0  # bench/bench_heads.py: the exact change lies within this factor of the estimate either way
 Progress = Callable[["HeadNeeds"], bool]  # the map so far (NaN where not yet measured) -> keep going?
 
 
@@ -38,8 +38,26 @@ class HeadNeeds:
     budget: int  # cache size: SINKS first tokens and budget - SINKS recent ones
     dense_nll: np.ndarray  # (token - 1,)
     change: np.ndarray  # (layer, head): mean NLL ablated - dense, in nats; NaN: not measured (stopped)
-    low: np.ndarray | None = None  # (layer, head): the change's LEVEL bootstrap interval over tokens (None: the
-    high: np.ndarray | None = None  # change alone, as if it had no noise)
+    low: np.ndarray | None = None  # (layer, head): the change's LEVEL bootstrap interval over tokens, or an
+    high: np.ndarray | None = None  # estimate's band (None: the change alone, as if it had no noise)
+    estimated: np.ndarray | None = None  # (layer, head) bool: cells holding the first-order estimate (None: none)
+
+    @staticmethod
+    def of(budget: int, cells: head_effects.Cells) -> HeadNeeds:
+        return HeadNeeds(budget, cells.dense_nll, cells.change, cells.low, cells.high, cells.estimated)
+
+    def cells(self) -> head_effects.Cells:
+        low, high = self._interval()
+        return head_effects.Cells(self.dense_nll, self.change, low, high, self.estimates)
+
+    @property
+    def estimates(self) -> np.ndarray:
+        """(layer, head) bool: the cells holding an estimate."""
+        return np.zeros(self.change.shape, dtype=bool) if self.estimated is None else self.estimated
+
+    def unsettled(self) -> np.ndarray:
+        """(layer, head) bool: estimated cells whose band reaches the threshold: only the exact change places them."""
+        return self.estimates & (self._interval()[1] > np.log1p(NEEDS_CONTEXT))
 
     def _interval(self) -> tuple[np.ndarray, np.ndarray]:
         found = (self.change, self.change) if self.low is None or self.high is None else (self.low, self.high)
@@ -71,103 +89,43 @@ class HeadNeeds:
         return float(self.streams()[placed].mean()) if placed.any() else float("nan")
 
 
-@dataclass
-class Banded:
-    """Attention where ``restricted[lane, layer, head]`` heads read only their band, every other head dense."""
-
-    restricted: torch.Tensor  # (lane, layer, head) bool
-    band: torch.Tensor  # (1, 1, query, key) bool: the keys a restricted head may read
-
-    def attend(self, module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-               mask: object, scaling: float | None = None, softcap: float | None = None,
-               s_aux: torch.Tensor | None = None) -> tuple[torch.Tensor, None]:  # fmt: skip
-        # query (lane, head, token, head_dim); key, value (lane, kv_head, token, head_dim) -> (lane, token, head, d)
-        out = self._each_lane(query, key, value, mask, scaling, softcap, s_aux)
-        restricted = self.restricted[:, module.layer_idx].to(out.device)  # (lane, head)
-        if restricted.any():
-            n_queries, n_keys = query.shape[2], key.shape[2]
-            allowed = self.band & ~chunked.MaskFacts.of(mask, n_queries, n_keys, query.device).blocked
-            banded = self._each_lane(query, key, value, allowed, scaling, softcap, s_aux)
-            out = torch.where(restricted[:, None, :, None], banded, out)
-        return out, None
-
-    @staticmethod
-    def _each_lane(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: object, scaling: float | None,
-                   softcap: float | None, s_aux: torch.Tensor | None) -> torch.Tensor:  # fmt: skip
-        """The model's eager math, lane by lane (the chunk loop takes one sequence): (lane, token, head, d)."""
-        return torch.cat([chunked.eager(q[None], k[None], v[None], mask, scaling, softcap, s_aux)[0]
-                          for q, k, v in zip(query, key, value, strict=True)])  # fmt: skip
-
-
-def _final_nll(loaded: LoadedModel, hidden: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """(lane, position, d_model) h^L -> (lane, position) NLL of each position's ``targets``: the final norm, then the
-    LM head."""
-    model, norm = loaded.model, loaded.family.read_norms(loaded.model)[-1]
-    softcap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
-    rows = []
-    for lane in hidden:  # one lane's (position, vocab) logits at a time
-        logits = model.get_output_embeddings()(norm(lane) if norm is not None else lane)
-        if softcap:
-            logits = torch.tanh(logits / softcap) * softcap
-        rows.append(torch.from_numpy(token_nll(logits, targets)))
-    return torch.stack(rows)
-
-
-def _run_blocks(loaded: LoadedModel, hidden: torch.Tensor, first: int, call: dict) -> torch.Tensor:
-    """Blocks ``first`` .. L-1 on (lane, token, d_model) ``hidden``, with what the model passes every block."""
-    for block in loaded.blocks[first:]:
-        hidden = call_block(block, hidden, call)
-    return hidden
-
-
-def _dense_stream(loaded: LoadedModel, ids: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """h^0 .. h^L of a dense pass (layer + 1, token, d_model), and the NLL of ids[1:] from the same pass' logits."""
-    model = loaded.model
-    recorder = loaded.recorder(reduce=False, residual=loaded.stream_buffer(len(ids)))
-    logits = run_forward(loaded, ids, recorder, logits_from=0)  # (token, vocab)
-    targets = torch.tensor(ids[1:], device=model.device)
-    return torch.from_numpy(recorder.residual).to(model.device, model.dtype), torch.from_numpy(
-        token_nll(logits[:-1], targets))  # fmt: skip
-
-
-def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progress | None = None) -> HeadNeeds:
-    """Every head's loss change when it alone keeps sinks + window (a cache of ``budget`` tokens), layer by layer;
-    ``progress`` may stop the run after any layer, keeping the layers measured."""
+def _checked(loaded: LoadedModel, ids: list[int], budget: int) -> torch.Tensor:
+    """The band a restricted head reads, once the model and the text are known to allow the measurement."""
     check_ids(require_loaded(loaded), ids)
     loaded.check_length(len(ids))  # the one token limit a text meets, before any work
     loaded.require(Can.EVICT_KV)
     check_cache(len(ids), budget)
-    info, model = loaded.info, loaded.model
-    stream, model_nll = _dense_stream(loaded, ids)
-    call = block_call(loaded, ids)
-    targets = torch.tensor(ids[1:], device=model.device)
-    band = band_mask(len(ids), SINKS, budget - SINKS).to(model.device)
-    change, low, high = (np.full((info.n_layers, info.n_heads), np.nan) for _ in range(3))
-    counts = resample_counts(len(ids) - 1)  # one set of resamples for every head: their intervals compare
-    lanes = torch.arange(info.n_heads)  # lane i restricts head i
-    reached = min(budget, len(ids) - 1)  # predictions from positions before the budget see every key anyway
-    with torch.inference_mode():
-        dense_nll = _final_nll(loaded, stream[-1:, :-1], targets)[0]
-        if float((dense_nll - model_nll).abs().max()) > TAIL_TOLERANCE:  # a family scaling its logits its own way
-            raise ModelLoadError("error.kv_heads_model", family=loaded.family.name)
-        for layer in range(info.n_layers):
-            restricted = torch.zeros(info.n_heads, info.n_layers, info.n_heads, dtype=torch.bool)
-            restricted[lanes, layer, lanes] = True  # (lane, layer, head)
-            hidden = stream[layer].expand(info.n_heads, -1, -1)  # (lane, token, d_model): the layer's dense input
-            with attention.overriding(Banded(restricted, band).attend):
-                final = _run_blocks(loaded, hidden, layer, call)[:, reached:-1]  # (lane, position, d)
-                ablated = _final_nll(loaded, final, targets[reached:])
-            per_token = torch.zeros(info.n_heads, len(dense_nll))  # (head, token - 1): 0 where every key is seen
-            per_token[:, reached:] = ablated - dense_nll[reached:]
-            change[layer] = per_token.mean(-1).numpy()  # (head,)
-            low[layer], high[layer] = np.quantile(resampled_means(per_token.numpy(), counts), TAILS, axis=-1)
-            if progress is not None and not progress(HeadNeeds(budget, dense_nll.numpy(), *copies(change, low, high))):
-                break
-    return HeadNeeds(budget, dense_nll.numpy(), change, low, high)
+    return band_mask(len(ids), SINKS, budget - SINKS)
 
 
-def copies(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-    return tuple(array.copy() for array in arrays)
+def _reporting(budget: int, progress: Progress | None) -> head_effects.Progress | None:
+    return None if progress is None else lambda cells: progress(HeadNeeds.of(budget, cells))
+
+
+def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progress | None = None) -> HeadNeeds:
+    """Every head's exact loss change when it alone keeps sinks + window (a cache of ``budget`` tokens), layer by
+    layer; ``progress`` may stop the run after any layer, keeping the layers measured."""
+    band = _checked(loaded, ids, budget)
+    every = np.ones((loaded.info.n_layers, loaded.info.n_heads), dtype=bool)
+    return HeadNeeds.of(budget, head_effects.exact(loaded, ids, band, head_effects.unmeasured(loaded), every,
+                                                   _reporting(budget, progress)))  # fmt: skip
+
+
+def estimate_needs(loaded: LoadedModel, ids: list[int], budget: int) -> HeadNeeds:
+    """Every head's first-order loss change when it alone keeps sinks + window, from one forward and one backward;
+    each cell marked as an estimate, its band ESTIMATE_FACTOR either way."""
+    band = _checked(loaded, ids, budget)
+    return HeadNeeds.of(budget, head_effects.estimate(loaded, ids, band, ESTIMATE_FACTOR))
+
+
+def confirmed_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progress | None = None) -> HeadNeeds:
+    """The estimate for every head, then the exact change for each head whose estimate's band reaches the
+    NEEDS_CONTEXT threshold (the heads it ranks highest and those near the threshold), the layers holding the largest
+    estimates first; a stopped run keeps what it confirmed, the rest estimated."""
+    first = estimate_needs(loaded, ids, budget)
+    band = band_mask(len(ids), SINKS, budget - SINKS)
+    cells = head_effects.exact(loaded, ids, band, first.cells(), first.unsettled(), _reporting(budget, progress))
+    return HeadNeeds.of(budget, cells)
 
 
 CURVE_SHARES = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)  # shares of key-value heads kept whole along the policy curve
@@ -238,7 +196,7 @@ def duo_policy(
     streaming = ~whole
     restricted = torch.from_numpy(np.repeat(streaming, group, axis=1))[None]  # (lane=1, layer, head)
     band = band_mask(len(ids), SINKS, needs.budget - SINKS).to(loaded.model.device)
-    with attention.overriding(Banded(restricted, band).attend):
+    with attention.overriding(head_effects.Restricted(restricted, band).attend):
         nll = dense(loaded, ids)
     held = np.where(streaming, min(needs.budget, len(ids)), len(ids))  # (layer, kv_head): tokens each one holds
     dense_nll = dense(loaded, ids) if dense_nll is None else dense_nll
