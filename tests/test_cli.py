@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import torch
 from sinkscope import lab
 from sinkscope.cli import figure_command, parser
+from sinkscope.findings.words import NEEDS_CONTEXT
 
 from tests.helpers import cli
 
@@ -314,13 +316,18 @@ def test_kv_heads_writes_each_heads_loss_change_duoattentions_policy_curve_and_t
     assert {path.name for path in (tmp_path / "kv").iterdir()} >= {f"{n}.{f}" for n in figures for f in ("png", "svg")}
     assert "cabeça" in (tmp_path / "kv" / "kv_heads_map.svg").read_text(encoding="utf-8")  # in the language asked
     heads = list(csv.DictReader((tmp_path / "kv" / "heads.csv").open(encoding="utf-8")))
-    columns = ["layer", "head", "loss_change", "low", "high", "needs_context", "within_noise"]
+    columns = ["layer", "head", "loss_change", "low", "high", "estimated", "needs_context", "within_noise"]
     assert len(heads) == 30 * 9 and list(heads[0]) == columns
     assert {row["needs_context"] for row in heads} <= {"True", "False"}
     assert all(float(row["low"]) <= float(row["high"]) for row in heads)
+    estimated = [row for row in heads if row["estimated"] == "True"]
+    assert 0 < len(estimated) < len(heads)  # estimated far from the threshold, the rest exact
+    assert all(float(row["high"]) <= math.log1p(NEEDS_CONTEXT) for row in estimated)
     duo = list(csv.DictReader((tmp_path / "kv" / "duo.csv").open(encoding="utf-8")))
     assert [row["order"] for row in duo] == ["ranked"] * 6 + ["random"] * 6
     assert float(duo[5]["perplexity"]) == pytest.approx(float(duo[5]["dense"]), rel=1e-4)  # all whole: dense
     assert float(duo[0]["cache_kept"]) < float(duo[5]["cache_kept"]) == 1
     alone = cli("kv", "--text", "Hello there.", "--heads", "--out", str(tmp_path / "alone"))
     assert alone.returncode == 2 and "--heads needs --budget" in alone.stderr
+    exact = cli("kv", "--text", "Hello there.", "--budget", "8", "--exact", "--out", str(tmp_path / "exact"))
+    assert exact.returncode == 2 and "give --heads too" in exact.stderr

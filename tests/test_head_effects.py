@@ -85,8 +85,8 @@ def test_the_removed_first_key_estimate_is_its_slope_too(ids: list[int]) -> None
 
 def test_confirmed_cells_are_exact_and_the_rest_stay_estimates_far_from_the_threshold(ids: list[int]) -> None:
     loaded = loaded_tiny("llama")
-    found = kv_heads.confirmed_needs(loaded, ids, BUDGET)
     first = kv_heads.estimate_needs(loaded, ids, BUDGET)
+    found = kv_heads.confirm_needs(loaded, ids, first)
     confirmed = first.unsettled()
     assert confirmed.any() and (~confirmed).any()  # this text needs both kinds of cell
     np.testing.assert_array_equal(found.estimates, ~confirmed)
@@ -107,8 +107,8 @@ def test_confirmed_cells_are_exact_and_the_rest_stay_estimates_far_from_the_thre
 def test_a_stopped_confirmation_keeps_what_it_confirmed(ids: list[int]) -> None:
     seen = []
     loaded = loaded_tiny("llama")
-    stopped = kv_heads.confirmed_needs(loaded, ids, BUDGET, lambda so_far: seen.append(so_far) and False)
     first = kv_heads.estimate_needs(loaded, ids, BUDGET)
+    stopped = kv_heads.confirm_needs(loaded, ids, first, lambda so_far: seen.append(so_far) and False)
     assert len(seen) == 1
     confirmed = first.unsettled() & ~stopped.estimates
     assert confirmed.any() and (first.unsettled() & stopped.estimates).any()  # one layer confirmed, others not

@@ -152,18 +152,28 @@ def test_the_kv_page_maps_every_head_beside_its_kind_and_runs_duoattentions_poli
     at = open_page("kv")
     at.select_slider(key="kv_h_tokens").set_value(128)
     at.select_slider(key="kv_h_budget").set_value(32)
-    submit(at, "Measure every head")
+    submit(at, "Measure every head")  # by default: estimated, then exact near the threshold
     shown = array(chart(at, "kv_heads_map")["data"][0]["z"])
     assert shown.shape == (smollm2.info.n_layers, smollm2.info.n_heads) and np.isfinite(shown).all()
     ids = smollm2.encode(builtin_text(), 128, truncate=True, add_bos=False)
-    first = kv_heads.head_needs(smollm2, ids, 32, lambda so_far: False)  # layer 0 only
-    np.testing.assert_allclose(shown[0], first.change[0], atol=1e-6)
+    found = kv_heads.confirm_needs(smollm2, ids, kv_heads.estimate_needs(smollm2, ids, 32))
+    np.testing.assert_allclose(shown, found.change, atol=1e-6)
+    crossed = next(trace for trace in chart(at, "kv_heads_map")["data"] if trace.get("name") == "estimated to first order")
+    assert len(array(crossed["x"])) == found.estimates.sum() > 0
+    exact = int(found.measured.sum() - found.estimates.sum())
+    assert any(f"{exact} heads measured exactly" in caption.value for caption in at.caption)
     assert array(chart(at, "kv_heads_kinds")["data"][0]["z"]).shape == shown.shape
     said = " ".join(m.value for m in at.markdown)
     assert f"of {shown.size} heads" in said and "Restricted all at once" in said
     curve = chart(at, "kv_duo")["data"]
     assert [line["name"] for line in curve] == ["whole heads chosen by the map", "whole heads chosen at random"]
     assert curve[0]["x"][-1] == pytest.approx(100)  # every head whole: the full cache
+    at.radio(key="kv_h_how").set_value("exact")
+    submit(at, "Measure every head")
+    every = array(chart(at, "kv_heads_map")["data"][0]["z"])
+    first = kv_heads.head_needs(smollm2, ids, 32, lambda so_far: False)  # layer 0 only
+    np.testing.assert_allclose(every[0], first.change[0], atol=1e-6)
+    assert all(trace.get("name") != "estimated to first order" for trace in chart(at, "kv_heads_map")["data"])
 
 
 @pytest.mark.parametrize(("policy_nll", "key"), [(2.2, "kv.heads_policy_said"), (2.01, "kv.heads_policy_little")])

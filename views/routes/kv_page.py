@@ -14,6 +14,7 @@ from sinkscope.core.capture import Trace, analyze_ids
 from sinkscope.core.errors import SinkscopeError
 from sinkscope.core.i18n import Message
 from sinkscope.core.loss import LEVEL, mean_difference, perplexity
+from sinkscope.core.models import LoadedModel
 from sinkscope.core.texts import builtin_text
 from sinkscope.core.tokens import display_tokens
 from sinkscope.experiments import kv_evict, kv_heads, kv_quant, passkey
@@ -207,34 +208,62 @@ def eviction(request: session.Request) -> None:
         charts.show(fig, key, on=on)
 
 
-def measure_heads(request: session.Request, ids: list[int], on: Message, budget: int) -> None:
-    """Every head's map over ``ids``, then DuoAttention's policies (a stopped map keeps its layers, and its policies
-    count the rest as whole)."""
-    loaded = request.loaded
+HOW = ("confirmed", "exact")  # the map's two ways: estimated and confirmed near the threshold, or exact everywhere
 
-    def run(show: cache.Show) -> tuple:
-        def progress(so_far: kv_heads.HeadNeeds) -> bool:
+
+def map_heads(loaded: LoadedModel, ids: list[int], budget: int, how: str, show: cache.Show) -> kv_heads.HeadNeeds:
+    """The map, each layer or confirmed layer kept as it lands (a Stop keeps what was measured)."""
+    if how == "exact":
+
+        def layer_done(so_far: kv_heads.HeadNeeds) -> bool:
             st.session_state["kv_heads_partial"] = so_far
             done, total = int(so_far.measured.all(-1).sum()), so_far.change.shape[0]
             show(done / total, t("kv.heads_progress", done=done, total=total))
             return True
 
-        needs = kv_heads.head_needs(loaded, ids, budget, progress=progress)
+        return kv_heads.head_needs(loaded, ids, budget, progress=layer_done)
+    show(0.0, t("kv.heads_estimating"))
+    first = kv_heads.estimate_needs(loaded, ids, budget)
+    st.session_state["kv_heads_partial"] = first
+    total = int(first.unsettled().sum())
+
+    def confirmed(so_far: kv_heads.HeadNeeds) -> bool:
+        st.session_state["kv_heads_partial"] = so_far
+        done = total - int((first.unsettled() & so_far.estimates).sum())
+        show(done / max(total, 1), t("kv.heads_confirming", done=done, total=total))
+        return True
+
+    return kv_heads.confirm_needs(loaded, ids, first, progress=confirmed)
+
+
+def measure_heads(request: session.Request, ids: list[int], on: Message, budget: int, how: str) -> None:
+    """Every head's map over ``ids``, then DuoAttention's policies (a stopped map keeps what it measured, and its
+    policies count the rest as whole)."""
+    loaded = request.loaded
+
+    def run(show: cache.Show) -> tuple:
+        needs = map_heads(loaded, ids, budget, how, show)
         show(1.0, t("kv.heads_policies"))
         held_out = kv_heads.held_out_ids(loaded, len(ids))  # the policy is scored on a text the map was not built on
         policy, curve = kv_heads.duo_policy(loaded, held_out, needs), kv_heads.policy_curve(loaded, held_out, needs)
         return needs, policy, curve, ids, analyze_ids(loaded, ids).heads, on  # the heads beside the map: same text
 
-    found = measured(request, "kv_heads", (tuple(ids), budget), "kv_heads_stop", t("kv.heads_measuring"), run)
+    found = measured(request, "kv_heads", (tuple(ids), budget, how), "kv_heads_stop", t("kv.heads_measuring"), run)
     if found is not None:
         st.session_state["kv_heads"] = found
         st.session_state.pop("kv_heads_partial", None)
 
 
 def head_maps(needs: kv_heads.HeadNeeds, text_heads: dict | None, on: Message | None) -> None:
-    """The loss-change map, beside the same text's head map (sink score, kind on hover) where it was measured."""
+    """The loss-change map, beside the same text's head map (sink score, kind on hover) where it was measured; how
+    many cells are exact and how many estimated."""
     if not needs.measured.all():
         st.caption(t("kv.heads_stopped", done=int(needs.measured.all(-1).sum()), total=needs.change.shape[0]))
+    elif needs.unsettled().any():
+        st.caption(t("kv.heads_confirm_stopped", left=int(needs.unsettled().sum())))
+    if needs.estimates.any():
+        st.caption(t("kv.heads_cells", exact=int((needs.measured & ~needs.estimates).sum()),
+                     estimated=int(needs.estimates.sum())))  # fmt: skip
     left, right = st.columns(2)
     charts.show(kv_slides.needs_map(needs, lang=language()), "kv_heads_map", left, on=on)
     if text_heads is not None:
@@ -244,12 +273,14 @@ def head_maps(needs: kv_heads.HeadNeeds, text_heads: dict | None, on: Message | 
 def heads(request: session.Request) -> None:
     st.subheader(t("kv.heads_heading"))
     st.markdown(t("kv.heads_intro", sinks=kv_evict.SINKS, rise=round(100 * words.NEEDS_CONTEXT)))
-    cells = st.columns(2)
+    st.markdown(t("kv.heads_estimate_intro", factor=kv_heads.ESTIMATE_FACTOR))
+    cells = st.columns(3)
     n_tokens = cells[0].select_slider(t("kv.evict_tokens"), EVICT_TOKENS, value=EVICT_TOKENS[-1], key="kv_h_tokens")
     budget = cells[1].select_slider(t("kv.evict_budget"), BUDGETS, value=BUDGETS[2], key="kv_h_budget")
+    how = cells[2].radio(t("kv.heads_how"), HOW, format_func=lambda way: t(f"kv.heads_how_{way}"), key="kv_h_how")
     ids, on = chosen_text(request, n_tokens, "kv_h_text")
     if runnable(t("kv.heads_run"), "kv_heads_run", kv_evict.cache_refusal(len(ids), budget)):
-        measure_heads(request, ids, on, budget)
+        measure_heads(request, ids, on, budget, how)
     partial = st.session_state.get("kv_heads_partial")
     if partial is not None:  # a run stopped before its policies: the layers it measured
         head_maps(partial, None, None)

@@ -17,7 +17,7 @@ from sinkscope.findings import words
 log = logging.getLogger(__name__)
 COLUMNS = ("bits", "protect", "residual", "perplexity")
 EVICT_COLUMNS = ("policy", "budget", "perplexity", "first_kept")
-HEAD_COLUMNS = ("layer", "head", "loss_change", "low", "high", "needs_context", "within_noise")
+HEAD_COLUMNS = ("layer", "head", "loss_change", "low", "high", "estimated", "needs_context", "within_noise")
 DUO_COLUMNS = ("order", "whole_kv_heads", "cache_kept", "perplexity", "dense")
 
 
@@ -48,6 +48,8 @@ def run(args: argparse.Namespace) -> None:
     out = Path(args.out)
     if args.heads and args.budget is None:
         raise UsageError("--heads needs --budget: the cache size each head is restricted to.")
+    if args.exact and not args.heads:
+        raise UsageError("--exact is a way to run --heads: give --heads too.")
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {args.out} is a file, not a folder.")
     if args.figures and not export.available():
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> None:
         found = evictions(loaded, list(trace.token_ids), args.budget, out)
         figures |= kv_slides.eviction_figures(found, list(trace.tokens), lang=args.lang)
     if args.heads:
-        needs, curve = heads(loaded, list(trace.token_ids), args.budget, out)
+        needs, curve = heads(loaded, list(trace.token_ids), args.budget, out, args.exact)
         figures |= {"kv_heads_map": kv_slides.needs_map(needs, lang=args.lang),
                     "kv_duo": kv_slides.duo_curve(curve, lang=args.lang)}  # fmt: skip
     if args.figures:
@@ -113,27 +115,35 @@ def evictions(loaded: object, ids: list[int], budget: int, out: Path) -> object:
     return found
 
 
-def heads(loaded: object, ids: list[int], budget: int, out: Path) -> tuple:
-    """Each head alone restricted to sinks + window (DIR/heads.csv), and DuoAttention's policy curve (DIR/duo.csv)."""
+def heads(loaded: object, ids: list[int], budget: int, out: Path, exact: bool = False) -> tuple:
+    """Each head alone restricted to sinks + window (DIR/heads.csv): estimated, then exact where the estimate cannot
+    place a head (every head exact with ``exact``); and DuoAttention's policy curve (DIR/duo.csv)."""
     import numpy as np
 
     from sinkscope.core.loss import LEVEL
     from sinkscope.experiments import kv_heads
 
     def layer_done(so_far: kv_heads.HeadNeeds) -> bool:
-        log.info("heads: layer %d/%d", int(so_far.measured.all(-1).sum()), so_far.change.shape[0])
+        log.info("heads: %d of %d exact", int((so_far.measured & ~so_far.estimates).sum()), so_far.change.size)
         return True
 
-    needs = kv_heads.head_needs(loaded, ids, budget, layer_done)
+    if exact:
+        needs = kv_heads.head_needs(loaded, ids, budget, layer_done)
+    else:
+        first = kv_heads.estimate_needs(loaded, ids, budget)
+        log.info("heads: estimated; %d to measure exactly", int(first.unsettled().sum()))
+        needs = kv_heads.confirm_needs(loaded, ids, first, layer_done)
     retrieval, noise = needs.needs_context(), needs.within_noise()
     rows = [{"layer": layer, "head": head, "loss_change": float(change), "low": float(needs.low[layer, head]),
-             "high": float(needs.high[layer, head]), "needs_context": bool(retrieval[layer, head]),
+             "high": float(needs.high[layer, head]), "estimated": bool(needs.estimates[layer, head]),
+             "needs_context": bool(retrieval[layer, head]),
              "within_noise": bool(noise[layer, head])}
             for (layer, head), change in np.ndenumerate(needs.change)]  # fmt: skip
     write_csv(str(out / "heads.csv"), HEAD_COLUMNS, rows)
     print(f"{int(retrieval.sum())} of {retrieval.size} heads need more than sinks + window (over "
           f"{100 * words.NEEDS_CONTEXT:g}% perplexity each, across the {100 * LEVEL:g}% interval); "
-          f"{int(noise.sum())} within the noise of that threshold; {out / 'heads.csv'}")  # fmt: skip
+          f"{int(noise.sum())} within the noise of that threshold; {int(needs.estimates.sum())} estimated to first "
+          f"order, far from it, the rest exact; {out / 'heads.csv'}")  # fmt: skip
     curve = kv_heads.policy_curve(loaded, kv_heads.held_out_ids(loaded, len(ids)), needs)  # a text the map never saw
     duo = [{"order": order, "whole_kv_heads": policy.retrieval_share, "cache_kept": policy.cache_share,
             "perplexity": policy.perplexity, "dense": policy.dense_perplexity}
@@ -162,6 +172,8 @@ def add(commands: argparse._SubParsersAction) -> None:
                          "(DIR/evict.csv: policy, budget, perplexity, first_kept)")  # fmt: skip
     command.add_argument("--heads", action="store_true", help="with --budget: each head alone restricted to sinks + "
                          "window (DIR/heads.csv) and DuoAttention's policy curve (DIR/duo.csv)")  # fmt: skip
+    command.add_argument("--exact", action="store_true", help="with --heads: every head measured exactly (minutes), "
+                         "not estimated to first order and measured exactly near the threshold (seconds)")  # fmt: skip
     command.add_argument("--figures", action="store_true", help="also write each figure as PNG and SVG in DIR")
     command.add_argument("--lang", default="en", choices=list(LANGUAGES), help="the figures' language")
     command.add_argument("--out", required=True, help="the folder to write kv.csv in (made if missing)")

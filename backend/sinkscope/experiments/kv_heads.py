@@ -118,14 +118,13 @@ def estimate_needs(loaded: LoadedModel, ids: list[int], budget: int) -> HeadNeed
     return HeadNeeds.of(budget, head_effects.estimate(loaded, ids, band, ESTIMATE_FACTOR))
 
 
-def confirmed_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progress | None = None) -> HeadNeeds:
-    """The estimate for every head, then the exact change for each head whose estimate's band reaches the
+def confirm_needs(loaded: LoadedModel, ids: list[int], first: HeadNeeds, progress: Progress | None = None) -> HeadNeeds:
+    """``first`` (``estimate_needs`` on ``ids``) with the exact change of each head whose estimate's band reaches the
     NEEDS_CONTEXT threshold (the heads it ranks highest and those near the threshold), the layers holding the largest
     estimates first; a stopped run keeps what it confirmed, the rest estimated."""
-    first = estimate_needs(loaded, ids, budget)
-    band = band_mask(len(ids), SINKS, budget - SINKS)
-    cells = head_effects.exact(loaded, ids, band, first.cells(), first.unsettled(), _reporting(budget, progress))
-    return HeadNeeds.of(budget, cells)
+    band = _checked(loaded, ids, first.budget)
+    cells = head_effects.exact(loaded, ids, band, first.cells(), first.unsettled(), _reporting(first.budget, progress))
+    return HeadNeeds.of(first.budget, cells)
 
 
 CURVE_SHARES = (0.0, 0.1, 0.25, 0.5, 0.75, 1.0)  # shares of key-value heads kept whole along the policy curve

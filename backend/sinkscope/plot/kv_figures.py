@@ -30,11 +30,12 @@ def fig_kept(shares: np.ndarray, policies: list[str], tokens: list[str], budget:
 
 
 def fig_head_needs(
-    change: np.ndarray, needs: np.ndarray, noise: np.ndarray, budget: int, lang: str = "en"
+    change: np.ndarray, needs: np.ndarray, noise: np.ndarray, budget: int, lang: str = "en",
+    estimated: np.ndarray | None = None,
 ) -> go.Figure:  # fmt: skip
     """layer x head: each head's loss change when it alone keeps sinks + window; a dot on those that ``needs`` the
-    whole context, a ring on those within the noise of the threshold (both (layer, head) bool). Blank where a
-    stopped run did not reach."""
+    whole context, a ring on those within the noise of the threshold, a small cross on those ``estimated`` to first
+    order (each (layer, head) bool). Blank where a stopped run did not reach."""
     tr = Text(lang)
     n_layers, n_heads = change.shape
     layer, head = np.nonzero(needs)
@@ -47,6 +48,10 @@ def fig_head_needs(
     layer, head = np.nonzero(noise)
     fig.add_scatter(x=head, y=layer, mode="markers", marker={"symbol": "circle-open", "size": 8, "color": "black"},
                     name=tr("fig.needs_noise"), hoverinfo="skip")  # fmt: skip
+    if estimated is not None and estimated.any():
+        layer, head = np.nonzero(estimated)
+        fig.add_scatter(x=head, y=layer, mode="markers", name=tr("fig.needs_estimated"), hoverinfo="skip",
+                        marker={"symbol": "x-thin", "size": 5, "line": {"width": 1, "color": "rgba(0,0,0,0.45)"}})
     fig.update_layout(
         title=heading(tr("fig.needs_title", budget=budget)),
         xaxis={"title": tr("fig.head"), "dtick": 1, "range": [-0.5, n_heads - 0.5]},

@@ -41,6 +41,9 @@ class HeadNeeds(Protocol):
 
     def within_noise(self) -> np.ndarray: ...
 
+    @property
+    def estimates(self) -> np.ndarray: ...
+
 
 class DuoPolicy(Protocol):
     cache_share: float
@@ -75,8 +78,9 @@ def eviction_figures(found: Eviction, tokens: list[str], lang: str = "en") -> di
 
 def needs_map(needs: HeadNeeds, lang: str = "en") -> go.Figure:
     """The per-head map: each head's loss change alone with sinks + window, the ones that need the whole context
-    dotted, the ones within the noise of that threshold ringed."""
-    return fig_head_needs(needs.change, needs.needs_context(), needs.within_noise(), needs.budget, lang=lang)
+    dotted, the ones within the noise of that threshold ringed, the estimated ones crossed."""
+    return fig_head_needs(needs.change, needs.needs_context(), needs.within_noise(), needs.budget, lang=lang,
+                          estimated=needs.estimates)  # fmt: skip
 
 
 def duo_curve(curve: dict[str, list[DuoPolicy]], lang: str = "en") -> go.Figure:
