@@ -158,7 +158,7 @@ def test_the_kv_page_maps_every_head_beside_its_kind_and_runs_duoattentions_poli
     ids = smollm2.encode(builtin_text(), 128, truncate=True, add_bos=False)
     found = kv_heads.confirm_needs(smollm2, ids, kv_heads.estimate_needs(smollm2, ids, 32))
     np.testing.assert_allclose(shown, found.change, atol=1e-6)
-    crossed = next(trace for trace in chart(at, "kv_heads_map")["data"] if trace.get("name") == "estimated to first order")
+    crossed = next(line for line in chart(at, "kv_heads_map")["data"] if line.get("name") == "estimated to first order")
     assert len(array(crossed["x"])) == found.estimates.sum() > 0
     exact = int(found.measured.sum() - found.estimates.sum())
     assert any(f"{exact} heads measured exactly" in caption.value for caption in at.caption)
