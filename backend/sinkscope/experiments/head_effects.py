@@ -42,10 +42,11 @@ class Cells:
 Progress = Callable[[Cells], bool]  # the cells so far -> keep going?
 
 
-def estimate_band(estimate: np.ndarray, factor: float) -> tuple[np.ndarray, np.ndarray]:
-    """An estimate's (low, high): the exact change lies within ``factor`` of it either way (the bench's finding)."""
+def estimate_band(estimate: np.ndarray, factor: float, margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """An estimate's (low, high): within ``factor`` of it either way, widened by ``margin`` nats (the bench's finding:
+    the exact change is mostly larger than the estimate, at times by a fixed amount whatever its sign)."""
     scaled = np.stack([estimate / factor, estimate * factor])
-    return scaled.min(0), scaled.max(0)
+    return scaled.min(0) - margin, scaled.max(0) + margin
 
 
 @dataclass
@@ -70,10 +71,10 @@ class Probes:
         return out + probe, None
 
 
-def estimate(loaded: LoadedModel, ids: list[int], allowed: torch.Tensor, factor: float) -> Cells:
+def estimate(loaded: LoadedModel, ids: list[int], allowed: torch.Tensor, factor: float, margin: float) -> Cells:
     """Every head's first-order change of the mean NLL of ids[1:] when it alone reads only the ``allowed``
-    (1, 1, query, key) keys, every other head dense (NaN for a layer without attention). The caller checks the model
-    and the text."""
+    (1, 1, query, key) keys, every other head dense (NaN for a layer without attention), with its band
+    (``estimate_band``). The caller checks the model and the text."""
     model, info = loaded.model, loaded.info
     probes = Probes(allowed.to(model.device))
     inputs = torch.tensor([ids], device=model.device)  # (batch=1, token)
@@ -86,7 +87,7 @@ def estimate(loaded: LoadedModel, ids: list[int], allowed: torch.Tensor, factor:
     for layer, grad in zip(layers, grads, strict=True):
         change[layer] = (grad * probes.shifts[layer]).sum(dim=(0, 1, 3)).double().cpu().numpy()  # (head,)
     dense_nll = token_nll(logits.detach(), inputs[0, 1:])
-    return Cells(dense_nll, change, *estimate_band(change, factor), np.isfinite(change))
+    return Cells(dense_nll, change, *estimate_band(change, factor, margin), np.isfinite(change))
 
 
 @dataclass

@@ -51,7 +51,7 @@ def fig_head_needs(
     if estimated is not None and estimated.any():
         layer, head = np.nonzero(estimated)
         fig.add_scatter(x=head, y=layer, mode="markers", name=tr("fig.needs_estimated"), hoverinfo="skip",
-                        marker={"symbol": "x-thin", "size": 5, "line": {"width": 1, "color": "rgba(0,0,0,0.45)"}})
+                        marker={"symbol": "x-thin", "size": 5, "line": {"width": 1, "color": "rgba(0,0,0,0.45)"}})  # fmt: skip
     fig.update_layout(
         title=heading(tr("fig.needs_title", budget=budget)),
         xaxis={"title": tr("fig.head"), "dtick": 1, "range": [-0.5, n_heads - 0.5]},
