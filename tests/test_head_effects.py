@@ -9,13 +9,14 @@ import pytest
 import torch
 from sinkscope.core.models import LoadedModel
 from sinkscope.core.texts import builtin_text
-from sinkscope.experiments import head_effects, kv_heads
+from sinkscope.experiments import head_effects, kv_heads, sink_heads
 from sinkscope.experiments.kv_evict import SINKS
 from sinkscope.experiments.streaming import band_mask
 from transformers import AttentionInterface, AttentionMaskInterface
 from transformers.masking_utils import eager_mask
 from transformers.models.llama.modeling_llama import eager_attention_forward
 
+from tests.helpers import array, chart, open_page, submit
 from tests.test_kv_heads import EDITED, edited_eager, edited_nll, implementation
 from tests.tiny import N_TOKENS, build, loaded_tiny
 
@@ -128,3 +129,40 @@ def test_smollm2_first_layers_estimate_is_the_slope_and_a_confirmed_cell_is_exac
             head = int(np.argmax(np.abs(found.change[layer])))
             expected = slope(model, ids, layer, head, band, 1e-2)  # float32: a step well above its rounding
             assert found.change[layer, head] == pytest.approx(expected, rel=2e-2, abs=2e-5)
+
+
+def test_the_top_heads_sink_removal_is_exact_and_the_strongest_is_named(ids: list[int]) -> None:
+    found = sink_heads.sink_heads(loaded_tiny("llama"), ids, top=3)
+    assert (~found.estimated).sum() == 3 and np.isfinite(found.change).all()
+    no_first = head_effects.without_first_key(len(ids))
+    edited_eager(np.zeros(found.change.shape, dtype=bool), no_first)
+    model = build("llama", EDITED)
+    intact = removed_first_nll(model, ids, np.zeros(found.change.shape, dtype=bool))
+    for layer, head in zip(*np.nonzero(~found.estimated), strict=True):
+        alone = np.zeros(found.change.shape, dtype=bool)
+        alone[layer, head] = True
+        assert found.change[layer, head] == pytest.approx(removed_first_nll(model, ids, alone) - intact, abs=1e-5)
+    assert found.strongest() == np.unravel_index(np.nanargmax(np.where(found.estimated, np.nan, found.change)), (3, 4))
+    said = dict(sink_heads.said(found).params)
+    assert (said["exact"], said["estimated"]) == (3, 9)
+
+
+def removed_first_nll(model: torch.nn.Module, ids: list[int], restricted: np.ndarray) -> float:
+    """Mean NLL of ids[1:] from the eager forward with the ``restricted`` heads' first key removed (DropFirst's edit:
+    every query but the first loses key 0)."""
+    edited_eager(restricted, head_effects.without_first_key(len(ids)))
+    inputs = torch.tensor([ids])
+    with torch.no_grad():
+        logits = model(input_ids=inputs).logits[0, :-1]
+    return float(torch.nn.functional.cross_entropy(logits.double(), inputs[0, 1:]))
+
+
+def test_the_break_page_maps_which_heads_sinks_matter(smollm2: LoadedModel) -> None:
+    at = submit(open_page("break"), "Estimate every head")
+    shown = chart(at, "br_sink_heads")["data"]
+    assert array(shown[0]["z"]).shape == (smollm2.info.n_layers, smollm2.info.n_heads)
+    crossed = next(line for line in shown if line.get("name") == "estimated to first order")
+    assert len(array(crossed["x"])) == smollm2.info.n_layers * smollm2.info.n_heads - sink_heads.TOP
+    said = " ".join(m.value for m in at.markdown)
+    assert f"{sink_heads.TOP} heads measured exactly" in said
+    assert chart(at, "br_sink_kinds")["data"][0]["z"]

@@ -2,14 +2,16 @@
 
 import math
 
+import numpy as np
 import streamlit as st
+from sinkscope import plot
 from sinkscope.core.capture import Trace
-from sinkscope.experiments import interventions
+from sinkscope.experiments import head_effects, interventions, sink_heads
 
 from views.frame import Context
-from views.state import session
-from views.text import num, say, t, times
-from views.widgets import head_picker, lessons
+from views.state import cache, session
+from views.text import language, num, say, t, times
+from views.widgets import charts, head_picker, jobs, lessons
 from views.widgets.sliders import decimal_slider, steps
 
 REPLACEMENTS = {
@@ -116,6 +118,46 @@ def paper(found: dict[type, str], kl: dict[int, float] | None) -> None:
     )  # fmt: skip
 
 
+def measure_sink_heads(request: session.Request, ids: tuple[int, ...]) -> None:
+    """Every head's estimate, then the top heads exact, as the one job helper runs it; a Stop keeps what was measured
+    exactly, the rest estimated."""
+    loaded = request.loaded
+
+    def run(show: cache.Show) -> sink_heads.SinkHeads:
+        def layer_done(cells: head_effects.Cells) -> bool:
+            found = sink_heads.SinkHeads(cells)
+            st.session_state["br_heads"] = (ids, found)
+            done = int((~found.estimated & ~np.isnan(found.change)).sum())
+            show(done / sink_heads.TOP, t("break.sink_heads_progress", done=done, total=sink_heads.TOP))
+            return True
+
+        show(0.0, t("kv.heads_estimating"))
+        return sink_heads.sink_heads(loaded, list(ids), progress=layer_done)
+
+    job = cache.Job(request.model, ("sink_heads", request.dtype, ids), run)
+    found = lessons.attempt(
+        lambda: jobs.run(job, t("break.sink_heads_running"), stop=("br_heads_stop", "kv.stop_help"))
+    )
+    if found is not None:
+        st.session_state["br_heads"] = (ids, found)
+
+
+def sink_heads_map(request: session.Request, trace: Trace) -> None:
+    """Which heads' sinks matter: the per-head map of removing the first key, beside the same text's sink scores."""
+    st.subheader(t("break.sink_heads_heading"))
+    st.markdown(t("break.sink_heads_intro", top=sink_heads.TOP))
+    if st.button(t("break.sink_heads_run"), key="br_heads_run", disabled=trace.n_tokens < 2):
+        measure_sink_heads(request, trace.token_ids)
+    kept = st.session_state.get("br_heads")
+    if kept is None or kept[0] != trace.token_ids:
+        return
+    found = kept[1]
+    left, right = st.columns(2)
+    charts.show(plot.fig_sink_heads(found.change, found.estimated, lang=language()), "br_sink_heads", left)
+    charts.show(plot.fig_head_map(trace.heads, "sink", lang=language()), "br_sink_kinds", right)
+    st.markdown(say(sink_heads.said(found)))
+
+
 def show(request: session.Request, trace: Trace) -> None:
     left, right = st.columns(2)
     with left:
@@ -131,6 +173,7 @@ def show(request: session.Request, trace: Trace) -> None:
             lessons.comparison(runs[0], list(zip(changes, runs[1:], strict=True)), "br_compare")
             found = {type(c): lessons.ppl_change(runs[0], o) for c, o in zip(changes, runs[1:], strict=True)}
     paper(found, sensitivity(request, trace))
+    sink_heads_map(request, trace)
 
 
 def page(context: Context) -> None:

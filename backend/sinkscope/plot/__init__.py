@@ -34,7 +34,7 @@ from sinkscope.plot.explore_figures import (
     figure_html,
 )
 from sinkscope.plot.html_figures import FIGURES_CSS, head_map_html, kind_counts_html, lit_text_html
-from sinkscope.plot.kv_figures import fig_head_needs, fig_kept, fig_policy_curve
+from sinkscope.plot.kv_figures import fig_head_needs, fig_kept, fig_policy_curve, fig_sink_heads
 from sinkscope.plot.lesson_figures import (
     fig_channel_map,
     fig_kind_output,
@@ -72,6 +72,7 @@ __all__ = [
     "fig_kind_output",
     "fig_kept",
     "fig_head_needs",
+    "fig_sink_heads",
     "fig_policy_curve",
     "fig_key_map",
     "fig_magnitudes",

@@ -29,39 +29,53 @@ def fig_kept(shares: np.ndarray, policies: list[str], tokens: list[str], budget:
     return fig
 
 
-def fig_head_needs(
-    change: np.ndarray, needs: np.ndarray, noise: np.ndarray, budget: int, lang: str = "en",
-    estimated: np.ndarray | None = None,
-) -> go.Figure:  # fmt: skip
-    """layer x head: each head's loss change when it alone keeps sinks + window; a dot on those that ``needs`` the
-    whole context, a ring on those within the noise of the threshold, a small cross on those ``estimated`` to first
-    order (each (layer, head) bool). Blank where a stopped run did not reach."""
+DOT = {"symbol": "circle", "size": 7, "color": "black"}
+RING = {"symbol": "circle-open", "size": 8, "color": "black"}
+CROSS = {"symbol": "x-thin", "size": 5, "line": {"width": 1, "color": "rgba(0,0,0,0.45)"}}
+
+
+def fig_head_effects(change: np.ndarray, title: str, marks: list[tuple[str, np.ndarray | None, dict]],
+                     lang: str = "en") -> go.Figure:  # fmt: skip
+    """layer x head: each head's loss change when it alone is restricted, with a marker per (name, (layer, head)
+    bool, marker) mark; blank where a stopped run did not reach."""
     tr = Text(lang)
     n_layers, n_heads = change.shape
-    layer, head = np.nonzero(needs)
     reach = float(np.nanmax(np.abs(change))) if np.isfinite(change).any() else 1.0  # nothing measured: any scale
     fig = go.Figure(go.Heatmap(z=change, x=np.arange(n_heads), y=np.arange(n_layers), zmid=0, zmin=-reach,
                                zmax=reach, colorscale="RdBu_r", colorbar={"title": {"text": tr("fig.needs_scale")}},
                                hovertemplate=tr("fig.needs_hover") + "<extra></extra>"))  # fmt: skip
-    fig.add_scatter(x=head, y=layer, mode="markers", marker={"symbol": "circle", "size": 7, "color": "black"},
-                    name=tr("fig.needs_marked"), hoverinfo="skip")  # fmt: skip
-    layer, head = np.nonzero(noise)
-    fig.add_scatter(x=head, y=layer, mode="markers", marker={"symbol": "circle-open", "size": 8, "color": "black"},
-                    name=tr("fig.needs_noise"), hoverinfo="skip")  # fmt: skip
-    if estimated is not None and estimated.any():
-        layer, head = np.nonzero(estimated)
-        fig.add_scatter(x=head, y=layer, mode="markers", name=tr("fig.needs_estimated"), hoverinfo="skip",
-                        marker={"symbol": "x-thin", "size": 5, "line": {"width": 1, "color": "rgba(0,0,0,0.45)"}})  # fmt: skip
+    for name, where, marker in marks:
+        if where is not None and where.any():
+            layer, head = np.nonzero(where)
+            fig.add_scatter(x=head, y=layer, mode="markers", marker=marker, name=name, hoverinfo="skip")
     fig.update_layout(
-        title=heading(tr("fig.needs_title", budget=budget)),
+        title=heading(title),
         xaxis={"title": tr("fig.head"), "dtick": 1, "range": [-0.5, n_heads - 0.5]},
         yaxis={"title": tr("fig.layer"), "range": [n_layers - 0.5, -0.5]},  # fixed: markers would pad it
         legend=LEGEND_BELOW,
-        showlegend=True,  # the dots' one entry
+        showlegend=True,  # the markers' entries
         height=max(320, 18 * n_layers + 140),
         margin=BELOW,
     )
     return fig
+
+
+def fig_head_needs(
+    change: np.ndarray, needs: np.ndarray, noise: np.ndarray, budget: int, lang: str = "en",
+    estimated: np.ndarray | None = None,
+) -> go.Figure:  # fmt: skip
+    """Each head's loss change when it alone keeps sinks + window; a dot on those that ``needs`` the whole context, a
+    ring on those within the noise of the threshold, a small cross on those ``estimated`` to first order."""
+    tr = Text(lang)
+    marks = [(tr("fig.needs_marked"), needs, DOT), (tr("fig.needs_noise"), noise, RING),
+             (tr("fig.needs_estimated"), estimated, CROSS)]  # fmt: skip
+    return fig_head_effects(change, tr("fig.needs_title", budget=budget), marks, lang)
+
+
+def fig_sink_heads(change: np.ndarray, estimated: np.ndarray, lang: str = "en") -> go.Figure:
+    """Each head's loss change when it alone loses its first key; a small cross on the estimated cells."""
+    tr = Text(lang)
+    return fig_head_effects(change, tr("fig.sink_heads_title"), [(tr("fig.needs_estimated"), estimated, CROSS)], lang)
 
 
 def fig_policy_curve(curves: dict[str, tuple[list[float], list[float]]], dense: float, lang: str = "en") -> go.Figure:
