@@ -273,7 +273,7 @@ def head_maps(needs: kv_heads.HeadNeeds, text_heads: dict | None, on: Message | 
 def heads(request: session.Request) -> None:
     st.subheader(t("kv.heads_heading"))
     st.markdown(t("kv.heads_intro", sinks=kv_evict.SINKS, rise=round(100 * words.NEEDS_CONTEXT)))
-    st.markdown(t("kv.heads_estimate_intro", factor=kv_heads.ESTIMATE_FACTOR, margin=kv_heads.ESTIMATE_MARGIN))
+    st.markdown(t("kv.heads_estimate_intro", margin=kv_heads.ESTIMATE_MARGIN))
     cells = st.columns(3)
     n_tokens = cells[0].select_slider(t("kv.evict_tokens"), EVICT_TOKENS, value=EVICT_TOKENS[-1], key="kv_h_tokens")
     budget = cells[1].select_slider(t("kv.evict_budget"), BUDGETS, value=BUDGETS[2], key="kv_h_budget")

@@ -35,18 +35,17 @@ class Cells:
     dense_nll: np.ndarray  # (token - 1,)
     change: np.ndarray  # (layer, head): mean NLL restricted - dense, in nats; NaN: not measured (stopped)
     low: np.ndarray  # (layer, head): an exact cell's LEVEL bootstrap interval over tokens; an estimated cell's
-    high: np.ndarray  # band of the estimate's error (``estimate_band``)
+    high: np.ndarray  # band (``estimate_band``)
     estimated: np.ndarray  # (layer, head) bool: cells holding the first-order estimate
 
 
 Progress = Callable[[Cells], bool]  # the cells so far -> keep going?
 
 
-def estimate_band(estimate: np.ndarray, factor: float, margin: float) -> tuple[np.ndarray, np.ndarray]:
-    """An estimate's (low, high): within ``factor`` of it either way, widened by ``margin`` nats (the bench's finding:
-    the exact change is mostly larger than the estimate, at times by a fixed amount whatever its sign)."""
-    scaled = np.stack([estimate / factor, estimate * factor])
-    return scaled.min(0) - margin, scaled.max(0) + margin
+def estimate_band(estimate: np.ndarray, margin: float) -> tuple[np.ndarray, np.ndarray]:
+    """An estimate's (low, high): ``margin`` nats either way (the bench's finding: the error does not shrink with the
+    estimate, so the band is a fixed width)."""
+    return estimate - margin, estimate + margin
 
 
 @dataclass
@@ -71,7 +70,7 @@ class Probes:
         return out + probe, None
 
 
-def estimate(loaded: LoadedModel, ids: list[int], allowed: torch.Tensor, factor: float, margin: float) -> Cells:
+def estimate(loaded: LoadedModel, ids: list[int], allowed: torch.Tensor, margin: float) -> Cells:
     """Every head's first-order change of the mean NLL of ids[1:] when it alone reads only the ``allowed``
     (1, 1, query, key) keys, every other head dense (NaN for a layer without attention), with its band
     (``estimate_band``). The caller checks the model and the text."""
@@ -87,7 +86,7 @@ def estimate(loaded: LoadedModel, ids: list[int], allowed: torch.Tensor, factor:
     for layer, grad in zip(layers, grads, strict=True):
         change[layer] = (grad * probes.shifts[layer]).sum(dim=(0, 1, 3)).double().cpu().numpy()  # (head,)
     dense_nll = token_nll(logits.detach(), inputs[0, 1:])
-    return Cells(dense_nll, change, *estimate_band(change, factor, margin), np.isfinite(change))
+    return Cells(dense_nll, change, *estimate_band(change, margin), np.isfinite(change))
 
 
 @dataclass

@@ -15,7 +15,6 @@ from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.experiments import head_effects
 
 TOP = 12  # heads measured exactly: the ones the estimate ranks highest
-BAND = {"factor": 1.0, "margin": 0.0}  # ranked, not placed against a threshold: the estimate's band is not used
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ def sink_heads(loaded: LoadedModel, ids: list[int], top: int = TOP,
     loaded.check_length(len(ids))  # the one token limit a text meets, before any work
     loaded.require(Can.EVICT_KV)  # the same per-head restriction of the mask as the KV lab's
     allowed = head_effects.without_first_key(len(ids))
-    first = head_effects.estimate(loaded, ids, allowed, **BAND)
+    first = head_effects.estimate(loaded, ids, allowed, margin=0.0)  # ranked, not placed against a threshold
     ranked = np.argsort(-np.nan_to_num(first.change, nan=-np.inf), axis=None)[:top]
     chosen = np.zeros(first.change.shape, dtype=bool)
     chosen.flat[ranked] = True
