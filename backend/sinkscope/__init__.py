@@ -32,7 +32,10 @@ and without the sinks in full precision; ``residual=None`` for the old non-causa
 bootstrap interval of two caches' loss gap), ``passkey_table(model, n_tokens, budget)`` (a number stated early:
 each cache's probability of it beside its perplexity), ``evict(model, ids, budget)`` (window, sinks + window, H2O,
 H2O with its sinks kept, as lanes of one batch), ``head_needs(model, ids, budget)`` (every head alone restricted
-to sinks + window) and ``duo_policy`` / ``policy_curve`` (DuoAttention's cache built from it).
+to sinks + window, exactly), ``estimate_needs`` / ``confirm_needs`` (the same estimated to first order from one
+forward and one backward, then exact where the estimate cannot place a head), ``duo_policy`` / ``policy_curve``
+(DuoAttention's cache built from it) and ``sink_heads(model, ids)`` (which heads' sinks matter: each head alone
+without its first key).
 
 A census of a whole corpus runs on Ray (``sinkscope.run_census``; ``sinkscope census`` on the command line).
 
@@ -85,6 +88,9 @@ _EXPORTS = {
     "mean_difference": "sinkscope.core.loss",
     "linear_check": "sinkscope.experiments.qk",
     "head_needs": "sinkscope.experiments.kv_heads",
+    "estimate_needs": "sinkscope.experiments.kv_heads",
+    "confirm_needs": "sinkscope.experiments.kv_heads",
+    "sink_heads": "sinkscope.experiments.sink_heads",
     "duo_policy": "sinkscope.experiments.kv_heads",
     "policy_curve": "sinkscope.experiments.kv_heads",
     "polarize": "sinkscope.lab.polarization",
