@@ -7,7 +7,10 @@ Prints one table:
   reference on the same text: the largest difference per metric, and the heads whose kind differs;
 - the analysis against a plain SDPA forward of the same weights on the same GPU (median wall time of
   ``--repeats`` runs taken in turns, and peak GPU memory) at each of ``--tokens``;
-- the streaming page's default run (dense, window and sinks on the built-in text), in seconds.
+- the streaming page's default run (dense, window and sinks on the built-in text), in seconds;
+- the KV lab's per-head map at ``--exact-tokens``, float32 (issue 53): a dense forward, the first-order estimate of
+  every head, the page's map (the estimate, then exact where it cannot place a head) and the exact map of every head,
+  in seconds and in forwards.
 On a machine without CUDA it says so and stops.
 """
 
@@ -30,7 +33,8 @@ from sinkscope.core.bundled import DEFAULT_MODEL  # noqa: E402
 from sinkscope.core.capture import analyze_ids  # noqa: E402
 from sinkscope.core.errors import SinkscopeError  # noqa: E402
 from sinkscope.core.models import dequantized_dir, load_model  # noqa: E402
-from sinkscope.experiments import stream_plan  # noqa: E402
+from sinkscope.experiments import kv_heads, stream_plan  # noqa: E402
+from sinkscope.experiments.streaming import dense  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 from bench.bench_analyze import token_ids  # noqa: E402
@@ -117,6 +121,23 @@ def streaming_default() -> list[Row]:
     return [("streaming page, default run", f"{setup.tokens} tokens, {', '.join(setup.methods)}", f"{seconds:.1f} s")]
 
 
+def head_maps(n_tokens: int, budget: int = 64) -> list[Row]:
+    """The per-head map's stages in float32 (the map's own precision), each once after a warm-up forward."""
+    loaded = load_model(DEFAULT_MODEL, device=DEVICE, dtype="float32")
+    ids = token_ids(loaded.tokenizer, n_tokens)
+    dense(loaded, ids)  # warm-up
+    forward = timed(lambda: dense(loaded, ids))
+    estimate = timed(lambda: kv_heads.estimate_needs(loaded, ids, budget))
+    first = kv_heads.estimate_needs(loaded, ids, budget)
+    confirm = timed(lambda: kv_heads.confirm_needs(loaded, ids, first))
+    exact = timed(lambda: kv_heads.head_needs(loaded, ids, budget))
+    setting, left = f"T = {len(ids)}, cache {budget}, float32", int((~first.unsettled()).sum())
+    return [("per-head map: dense forward", setting, f"{forward:.3f} s"),
+            ("per-head map: estimate", setting, f"{estimate:.2f} s = {estimate / forward:.1f} forwards"),
+            ("per-head map: page", setting, f"{estimate + confirm:.1f} s, {left} heads left estimated"),
+            ("per-head map: exact", setting, f"{exact:.1f} s = {exact / forward:.0f} forwards")]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", default="2048,8192")
@@ -130,6 +151,7 @@ def main() -> None:
     rows = exactness(args.exact_tokens)
     rows += against_sdpa([int(n) for n in args.tokens.split(",")], args.repeats)
     rows += streaming_default()
+    rows += head_maps(args.exact_tokens)
     print("\n| check | setting | measured |\n|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |", flush=True)
