@@ -3,8 +3,10 @@
     python bench/bench_scoreboard.py [--repeats 3] [--students 30] [--tree PATH ...]
 
 Each server starts, finishes its warm start (its CPU goes idle), then gets visitors speaking Streamlit's websocket
-protocol: one at a time with a new 150-word text on the claims page, then on the handout page (until its download
-button is drawn), then ``--students`` at once, each with a text of its own, arriving over 10 s on the claims page.
+protocol: one at a time with a new 150-word text on the explorer (its head map: the analysis alone), on the claims
+page (until its first verdict is drawn, then until its count, drawn once every verdict is in), then on the handout
+page (until its download button is drawn), then ``--students`` at once, each with a text of its own, arriving over
+10 s on the claims page (until every verdict is in).
 ``--tree`` serves other checkouts too (the tree before a change), one after another, for a before/after table.
 Wall-clock seconds: run it on an unloaded machine.
 """
@@ -21,7 +23,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.bench_interactive import class_of_own_texts, paragraph, protocol_visit, server, summary  # noqa: E402
+from bench.bench_interactive import (  # noqa: E402
+    class_of_own_texts,
+    explorer_map,
+    paragraph,
+    protocol_visit,
+    server,
+    summary,
+)
 from tests.browser.helpers import ROOT  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -48,11 +57,20 @@ def board(element: object) -> bool:
     return element.HasField("table")
 
 
+def every_verdict(element: object) -> bool:
+    return element.HasField("markdown") and element.markdown.body.startswith("**Of ")  # the count, drawn last
+
+
 def download(element: object) -> bool:
     return element.HasField("download_button")
 
 
-VISITS = {"claims": ("claims", "", board), "handout": ("handout", "", download)}
+VISITS = {  # the analysis alone (the explorer's map), then the scoreboard's first verdict, its last, the handout
+    "explorer, head map": ("", "", explorer_map),
+    "claims, first verdict": ("claims", "", board),
+    "claims, every verdict": ("claims", "", every_verdict),
+    "handout": ("handout", "", download),
+}
 
 
 def measure(root: Path, repeats: int, students: int) -> dict[str, object]:
@@ -65,7 +83,9 @@ def measure(root: Path, repeats: int, students: int) -> dict[str, object]:
             found[f"{name}, new text (median s)"] = statistics.median(waits)
             print(f"{root.name} {name}: {', '.join(f'{w:.1f}' for w in waits)} s", file=sys.stderr, flush=True)
         if students:
-            waits, line = summary(asyncio.run(class_of_own_texts(url, students, visit=VISITS["claims"], seed=8000)))
+            waits, line = summary(
+                asyncio.run(class_of_own_texts(url, students, visit=VISITS["claims, every verdict"], seed=8000))
+            )
             found[f"{students} students, claims page, own texts within 10 s"] = line
     return found
 

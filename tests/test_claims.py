@@ -300,3 +300,29 @@ def test_most_heads_stream_when_over_half_cost_under_the_threshold_alone(change:
     verdict = claims.from_heads(kv_check(1.0, 2.0, 2.0, change, policy))
     assert verdict.status == status
     assert claims.from_heads(None).status == "not_measured"
+
+
+def test_a_verdict_shown_before_every_run_has_landed_is_the_final_one() -> None:
+    """Issue 53: the scoreboard draws each verdict as soon as its runs are in; a claim not pending any more never
+    changes when the others land, and every claim is pending until its own runs are in."""
+    full = claims.Evidence(
+        trace(0.8, [0.3, -0.1, -0.2, 0.4, 0.5], [0]), [lab_run("softmax", 0.95)],
+        {"softmax": polarize_run("softmax", 0.3, [1.0, 0]), "sigmoid": polarize_run("sigmoid", 0.95, [0.5, 0.5]),
+         "relu": polarize_run("relu", 0.9, [0.5, 0.5])},
+        {"slopes": {"aligned/sink": 0.0, "aligned/diagonal": 0.5, "random/sink": 0.1, "random/diagonal": 0.2}},
+        sensitivity=Spread((3, 6, 9), np.full((8, 3), 2.5)),
+        streaming={"dense": 10.0, "window": 60.0, "sinks": 10.5},
+        dense=(outcome(2.0, 0.3), outcome(2.5, 0.6)),
+        removed=(outcome(2.0), outcome(2.1)),
+        kv=ClaimRuns(np.full(2, 2.0), np.full(2, 4.0), np.full(2, 2.5), 2, 1),
+        kv_check=kv_check(0.97, 2.0, 2.0, [0.0, 0.005, 0.5], 2.1),
+    )  # fmt: skip
+    final = {verdict.claim: verdict for verdict in claims.scoreboard(full)}
+    order = ("streaming", "kv_check", "removed", "dense", "kv", "sensitivity")  # the page's order, intact in each pair
+    for landed in range(len(order) + 1):
+        partial = dataclasses.replace(full, **{name: None for name in order[landed:]})
+        still = claims.pending(order[:landed])
+        for verdict in claims.scoreboard(partial):
+            if verdict.claim not in still:  # a pending one the page shows as "measuring…"
+                assert verdict == final[verdict.claim], verdict.claim
+    assert claims.pending(order) == set() and claims.pending(()) == set(claims.RUNS_OF)

@@ -17,6 +17,6 @@ def page(context: Context) -> None:
     st.markdown(t("claims.intro"))
     analysis = context.analysis()
     if analysis is not None:
-        scoreboard.table(scoreboard.measured(analysis.request, analysis.trace))
+        scoreboard.shown(analysis.request, analysis.trace)
         st.caption(say(claims.how()))
     url_state.sync_url()

@@ -138,8 +138,7 @@ def lab(request: session.Request, trace: Trace) -> Shown:
 
 
 def scoreboard_step(request: session.Request, trace: Trace) -> Shown:
-    verdicts = scoreboard.measured(request, trace)
-    scoreboard.table(verdicts, scoreboard.PROJECTED if presenter.presenting() else tuple(scoreboard.COLUMNS))
+    verdicts = scoreboard.shown(request, trace, scoreboard.PROJECTED if presenter.presenting() else ())
     return reveals.of_claims(verdicts), None
 
 

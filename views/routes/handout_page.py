@@ -19,7 +19,7 @@ def document(request: session.Request, trace: Trace) -> str:
     """The handout's HTML: the figures of this text, two example heads, the scoreboard and the definitions."""
     heads = {kind: ((layer, head), jobs.layer_maps(request, trace, layer).weights[head])
              for kind, (layer, head) in slides.example_heads(trace.heads).items()}  # fmt: skip
-    verdicts = scoreboard.measured(request, trace)
+    verdicts = scoreboard.shown(request, trace, scoreboard.PROJECTED, keep=False)  # the verdicts as they land
     definitions = session.definitions_file(language()).read_text(encoding="utf-8")
     model = charts.model_name(request.model)
     read = analyzed_part(request.loaded.tokenizer, request.text, trace.token_ids)

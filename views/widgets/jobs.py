@@ -91,17 +91,20 @@ def run(job: cache.Job, message: str, stop: Stop | None = None) -> Any:
         return logged(job).result(owner(), show, on_wait=waiting)
 
 
-def run_all(jobs: list[cache.Job], message: str) -> list[Any]:
+def run_all(jobs: list[cache.Job], message: str, on_each: Callable[[int, Any], None] | None = None) -> list[Any]:
     """Each job's cached result, the missing ones run in one turn of their queue (the jobs share one: a page's runs
-    on its model), so a page that needs several waits in line once; a job that failed leaves its exception."""
+    on its model), so a page that needs several waits in line once; a job that failed leaves its exception.
+    ``on_each(index, result)`` hears each result as it lands, in order (a page can show it at once)."""
     results = cache.shared().results
     found = [results.get(job.cache_key) for job in jobs]
     if all(value is not None for value in found):
+        for index, value in enumerate(found if on_each is not None else ()):
+            on_each(index, value)
         return found
     queue = cache.shared().queue(jobs[0].queue)
     with _in_line(message, None) as (waiting, bar):  # one turn for all: the bar moves, nobody is let in between
         runs = [(job.cache_key, lambda job=job: logged(job).run(bar.progress)) for job in jobs]
-        return results.get_or_run_all(runs, owner(), queue, on_wait=waiting)
+        return results.get_or_run_all(runs, owner(), queue, on_each, on_wait=waiting)
 
 
 def layer_maps(request: Request, trace: Trace, layer: int) -> LayerMaps:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
+
 import pandas as pd
 import streamlit as st
 from sinkscope.core.capabilities import Can
@@ -58,9 +60,13 @@ def kv_claim_job(request: session.Request, trace: Trace) -> cache.Job:
     return lessons.job(request, "kv_claim", (trace.token_ids,), lambda: kv_quant.claim_runs(loaded, trace))
 
 
+RUN_ORDER = ("streaming", "kv_check", "intact", "removed", "dense", "kv", "sensitivity")  # the server's warm
+# checks first (their verdicts land at once), the nudge spread, the slowest, last
+
+
 def text_runs(request: session.Request, trace: Trace) -> dict[str, cache.Job]:
     """The runs the verdicts need of this text (and the streaming and KV-cache checks, run once per server), by what
-    they are."""
+    they are, in RUN_ORDER."""
     layers, ids = tuple(range(trace.shape[0])), trace.token_ids
     every = interventions.heads_of_kind(trace.heads["kind"], "all", layers)
     runs = {
@@ -77,33 +83,65 @@ def text_runs(request: session.Request, trace: Trace) -> dict[str, cache.Job]:
     kv_job = cache.kv_check_job(loaded, request.model, request.dtype)
     if kv_job is not None:
         runs["kv_check"] = kv_job
-    return runs
+    return {name: runs[name] for name in RUN_ORDER if name in runs}
 
 
 def _pair(found: dict, changed: str) -> tuple | None:
-    """(the intact outcome, the changed one), or None where either run failed."""
-    return None if found["intact"] is None or found[changed] is None else (found["intact"], found[changed])
+    """(the intact outcome, the changed one), or None where either run failed or has not landed."""
+    return None if found.get("intact") is None or found.get(changed) is None else (found["intact"], found[changed])
 
 
-def measured(request: session.Request, trace: Trace) -> list[claims.Verdict]:
-    """Everything the verdicts need: this text's runs, in one turn of the model's queue (with a class, the first to
-    ask gets a whole scoreboard first), and the lab's and the cost sweep's shipped results."""
-    runs = text_runs(request, trace)
-    found = lessons.results_or_none(dict(zip(runs, jobs.run_all(list(runs.values()), t("claims.measuring")),
-                                             strict=True)))  # fmt: skip
-    evidence = claims.Evidence(
+def evidence(trace: Trace, found: dict) -> claims.Evidence:
+    """The scoreboard's evidence from the runs ``found`` so far (a missing or failed run is None), and the lab's and
+    the cost sweep's shipped results."""
+    return claims.Evidence(
         trace,
         backcopy=list((lab_training.shipped_runs("backcopy") | lab_training.live_runs("backcopy")).values()),
         polarize=lab_polarization.polarize_runs(POLARIZE_VARIANTS, "logistic", (8, 16), 3000, 0.5, 0),  # the lab's
         cost=st.session_state.get("cost_result") or sink_cost.shipped(),
         sensitivity=found.get("sensitivity"),
-        streaming=found["streaming"],
+        streaming=found.get("streaming"),
         dense=_pair(found, "dense"),
         removed=_pair(found, "removed"),
         kv=found.get("kv"),
         kv_check=found.get("kv_check"),
     )
-    return claims.scoreboard(evidence)
+
+
+Landed = Callable[[list[claims.Verdict], set[str]], None]  # (every verdict so far, the claims still to come)
+
+
+def measured(request: session.Request, trace: Trace, landed: Landed | None = None) -> list[claims.Verdict]:
+    """Every verdict: this text's runs in one turn of the model's queue (with a class, the first to ask gets a whole
+    scoreboard first); ``landed`` hears the scoreboard at once (what needs no run) and again as each run lands."""
+    runs = text_runs(request, trace)
+    names, found = list(runs), {}
+    unrun = set(RUN_ORDER) - runs.keys()  # runs this text or model does not get: their claims are not measured
+    hear = landed or (lambda verdicts, still: None)
+    hear(claims.scoreboard(evidence(trace, found)), claims.pending(unrun))
+
+    def each(index: int, result: object) -> None:
+        found.update(lessons.results_or_none({names[index]: result}))
+        hear(claims.scoreboard(evidence(trace, found)), claims.pending(unrun | found.keys()))
+
+    jobs.run_all(list(runs.values()), t("claims.measuring"), on_each=each)
+    return claims.scoreboard(evidence(trace, found))
+
+
+def shown(request: session.Request, trace: Trace, columns: tuple[str, ...] = (),
+          keep: bool = True) -> list[claims.Verdict]:  # fmt: skip
+    """The scoreboard drawn as its verdicts land (the ones still to come say so), in ``columns`` (all by default);
+    without ``keep`` the table goes once every verdict is in (a page that shows them its own way)."""
+    slot = st.empty()
+
+    def landed(verdicts: list[claims.Verdict], still: set[str]) -> None:
+        with slot.container():
+            table(verdicts, columns or tuple(COLUMNS), still)
+
+    verdicts = measured(request, trace, landed)
+    if not keep:
+        slot.empty()
+    return verdicts
 
 
 def verdict_cell(verdict: claims.Verdict) -> str:
@@ -111,13 +149,14 @@ def verdict_cell(verdict: claims.Verdict) -> str:
     return t(STATUS_KEYS[verdict.status]) + (f" — {say(verdict.why)}" if verdict.why is not None else "")
 
 
-def cells(verdict: claims.Verdict) -> dict[str, str]:
-    """One claim's row, by column name, in the viewer's language (the page link without its query)."""
+def cells(verdict: claims.Verdict, coming: bool = False) -> dict[str, str]:
+    """One claim's row, by column name, in the viewer's language (the page link without its query); a verdict still
+    ``coming`` says it is being measured."""
     return {
         "claim": t(SHOWN[verdict.claim][0]),
-        "verdict": verdict_cell(verdict),
-        "yours": say(verdict.measured) if verdict.measured is not None else "—",
-        "evidence": say(verdict.evidence) if verdict.evidence is not None else "—",
+        "verdict": t("claims.coming") if coming else verdict_cell(verdict),
+        "yours": say(verdict.measured) if verdict.measured is not None and not coming else "—",
+        "evidence": say(verdict.evidence) if verdict.evidence is not None and not coming else "—",
         "published": t(SHOWN[verdict.claim][1]),
         "page": SHOWN[verdict.claim][2],
     }
@@ -131,15 +170,17 @@ def summary(verdicts: list[claims.Verdict]) -> str:
 PROJECTED = ("claim", "verdict", "yours")  # what a projector shows of the scoreboard: a row a line or two
 
 
-def table(verdicts: list[claims.Verdict], shown: tuple[str, ...] = tuple(COLUMNS)) -> None:
+def table(verdicts: list[claims.Verdict], shown: tuple[str, ...] = tuple(COLUMNS),
+          coming: Collection[str] = ()) -> None:  # fmt: skip
     """One row per claim, the verdict beside the claim, in the ``shown`` columns; a static table, so long cells wrap
     at any width. The links carry this view (language, text, model, head), so the page opens on what was measured
-    here."""
+    here. The claims still ``coming`` say so, and the count waits for them."""
     query = url_state.current_query()
     rows = [
         {t(COLUMNS[name]): f"[{t('claims.open')}](/{value}?{query})" if name == "page" else value
-         for name, value in cells(v).items() if name in shown}
+         for name, value in cells(v, v.claim in coming).items() if name in shown}
         for v in verdicts
     ]  # fmt: skip
     st.table(pd.DataFrame(rows).set_index(t(COLUMNS["claim"])))
-    st.markdown(summary(verdicts))
+    if not coming:
+        st.markdown(summary(verdicts))

@@ -10,7 +10,7 @@ sources live in the catalogues (``claims.<id>.*``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -309,6 +309,22 @@ def how() -> Message:
                  blocks=FIRST_BLOCKS, correlates=CORRELATES, bits=CLAIM_BITS, little=LITTLE_WORSE,
                  recovers=round(100 * RECOVERS), keeps=round(100 * KEEPS_FIRST), rise=round(100 * NEEDS_CONTEXT),
                  kv_tokens=kv_check.TOKENS, kv_cache=kv_check.BUDGET, **check_values())  # fmt: skip
+
+
+RUNS_OF = {  # claim -> the Evidence runs its verdict reads (every other claim reads the trace and shipped results)
+    "value_little": ("removed",),
+    "dense_smooths": ("dense",),
+    "one_token": ("sensitivity",),
+    "streaming": ("streaming",),
+    "kv_sinks": ("kv",),
+    "h2o_first": ("kv_check",),
+    "heads_stream": ("kv_check",),
+}
+
+
+def pending(landed: Collection[str]) -> set[str]:
+    """The claims whose runs have not all ``landed`` yet (by Evidence field): their verdicts are still to come."""
+    return {claim for claim, runs in RUNS_OF.items() if not set(runs) <= set(landed)}
 
 
 def scoreboard(evidence: Evidence) -> list[Verdict]:

@@ -224,16 +224,21 @@ class BoundedCache:
             return None, done
 
     def get_or_run_all(
-        self, runs: list[tuple[Hashable, Callable[[], Any]]], owner: Hashable, queue: RunQueue, **turn: Any
-    ) -> list[Any]:
+        self, runs: list[tuple[Hashable, Callable[[], Any]]], owner: Hashable, queue: RunQueue,
+        on_each: Callable[[int, Any], None] | None = None, **turn: Any,
+    ) -> list[Any]:  # fmt: skip
         """Each (key, run)'s cached value, the missing ones run in one turn of ``queue``: a page that needs several
         runs waits in line once, so with a class, whoever asked first gets all of theirs first (a turn per run
         would let every waiting page in between, and the whole class would finish together, at the end).
 
-        A run that raises leaves its exception in its place, and the others still run.
+        A run that raises leaves its exception in its place, and the others still run. ``on_each(index, value)``
+        hears each value as it lands, in order, cached ones included.
         """
+        landed = on_each or (lambda index, value: None)
         found = [self.get(key) for key, _ in runs]
         if all(value is not None for value in found):
+            for index, value in enumerate(found):
+                landed(index, value)
             return found
         with queue.turn(**turn):
             for index, (key, run) in enumerate(runs):
@@ -243,6 +248,7 @@ class BoundedCache:
                         found[index] = run()
                     except Exception as err:  # noqa: BLE001  (the caller says why each run failed)
                         found[index] = err
-                        continue
-                    self.put(key, found[index], owner)
+                    else:
+                        self.put(key, found[index], owner)
+                landed(index, found[index])
         return found
