@@ -113,7 +113,7 @@ def test_a_stopped_confirmation_keeps_what_it_confirmed(ids: list[int]) -> None:
     stopped = kv_heads.confirm_needs(loaded, ids, first, lambda so_far: seen.append(so_far) and False)
     assert len(seen) == 1
     confirmed = first.unsettled() & ~stopped.estimates
-    assert confirmed.any() and (first.unsettled() & stopped.estimates).any()  # one layer confirmed, others not
+    assert 0 < confirmed.sum() <= head_effects.LANES and (first.unsettled() & stopped.estimates).any()  # one unit
     np.testing.assert_array_equal(seen[0].estimates, stopped.estimates)
     assert np.isfinite(stopped.change[first.measured]).all()  # every head keeps a number: exact or estimated
 

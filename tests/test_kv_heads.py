@@ -15,6 +15,7 @@ from sinkscope.core.loss import perplexity
 from sinkscope.core.models import LoadedModel
 from sinkscope.core.texts import builtin_text
 from sinkscope.experiments import kv_heads
+from sinkscope.experiments.head_effects import LANES
 from sinkscope.experiments.kv_evict import SINKS
 from sinkscope.experiments.streaming import band_mask
 from transformers import AttentionInterface, AttentionMaskInterface
@@ -102,12 +103,14 @@ def test_duo_policy_is_the_forward_with_every_streaming_kv_heads_mask_edited(
     assert policy.cache_share == pytest.approx((2 * N_TOKENS + 4 * BUDGET) / (6 * N_TOKENS))
 
 
-def test_a_stopped_map_keeps_the_layers_it_measured_and_counts_the_rest_as_retrieval(ids: list[int]) -> None:
+def test_a_stopped_map_keeps_the_heads_it_measured_and_counts_the_rest_as_retrieval(ids: list[int]) -> None:
     seen = []
     stopped = kv_heads.head_needs(loaded_tiny("llama"), ids, BUDGET, lambda so_far: seen.append(so_far) and False)
-    assert len(seen) == 1 and np.isfinite(stopped.change[0]).all() and np.isnan(stopped.change[1:]).all()
+    assert len(seen) == 1  # one unit: the first LANES heads of layer 0
+    assert np.isfinite(stopped.change[0, :LANES]).all() and np.isnan(stopped.change[0, LANES:]).all()
+    assert np.isnan(stopped.change[1:]).all()
     policy = kv_heads.duo_policy(loaded_tiny("llama"), ids, stopped)
-    assert not policy.streaming[1:].any()  # unmeasured layers keep their whole cache
+    assert not policy.streaming[0, 1] and not policy.streaming[1:].any()  # unmeasured heads keep their whole cache
 
 
 def test_the_map_is_refused_where_it_would_be_wrong(ids: list[int]) -> None:
@@ -171,7 +174,7 @@ def test_the_kv_page_maps_every_head_beside_its_kind_and_runs_duoattentions_poli
     at.radio(key="kv_h_how").set_value("exact")
     submit(at, "Measure every head")
     every = array(chart(at, "kv_heads_map")["data"][0]["z"])
-    first = kv_heads.head_needs(smollm2, ids, 32, lambda so_far: False)  # layer 0 only
+    first = kv_heads.head_needs(smollm2, ids, 32, lambda so_far: not so_far.measured[0].all())  # layer 0 only
     np.testing.assert_allclose(every[0], first.change[0], atol=1e-6)
     assert all(trace.get("name") != "estimated to first order" for trace in chart(at, "kv_heads_map")["data"])
 

@@ -26,6 +26,8 @@ from sinkscope.core.loss import TAILS, resample_counts, resampled_means, token_n
 from sinkscope.core.models import LoadedModel
 
 TAIL_TOLERANCE = 1e-3  # nats: the final norm and LM head applied here must give the model's own loss
+LANES = 2  # heads run together from one layer's input: a unit of about a second, between which Stop and other
+# visitors get their turn
 
 
 @dataclass(frozen=True)
@@ -169,40 +171,67 @@ def unmeasured(loaded: LoadedModel) -> Cells:
     return Cells(np.zeros(0), *(np.full(shape, np.nan) for _ in range(3)), np.zeros(shape, dtype=bool))
 
 
+@dataclass(frozen=True)
+class Dense:
+    """What every unit of the exact map reads from one dense pass."""
+
+    stream: torch.Tensor  # (layer + 1, token, d_model): h^0 .. h^L
+    call: dict  # what the model passes every block
+    targets: torch.Tensor  # (token - 1,): ids[1:]
+    nll: torch.Tensor  # (token - 1,): the dense NLL, through the same final norm and LM head as a unit's
+    reached: int  # the first prediction a restriction can change
+
+
+def _unit(loaded: LoadedModel, dense: Dense, allowed: torch.Tensor, layer: int, heads: np.ndarray,
+          change_shape: tuple[int, int]) -> torch.Tensor:  # fmt: skip
+    """(lane, token - 1): the NLL change of each of ``heads`` of ``layer`` restricted alone, a lane each (0 where
+    every key is seen)."""
+    restricted = torch.zeros(len(heads), *change_shape, dtype=torch.bool)  # (lane, layer, head)
+    restricted[torch.arange(len(heads)), layer, torch.from_numpy(heads)] = True
+    hidden = dense.stream[layer].expand(len(heads), -1, -1)  # (lane, token, d_model): the layer's dense input
+    with attention.overriding(Restricted(restricted, allowed.to(loaded.model.device)).attend):
+        final = _run_blocks(loaded, hidden, layer, dense.call)[:, dense.reached : -1]  # (lane, position, d)
+        ablated = _final_nll(loaded, final, dense.targets[dense.reached :])
+    per_token = torch.zeros(len(heads), len(dense.nll))
+    per_token[:, dense.reached :] = ablated - dense.nll[dense.reached :]
+    return per_token
+
+
+def _dense(loaded: LoadedModel, ids: list[int], allowed: torch.Tensor) -> Dense:
+    stream, model_nll = _dense_stream(loaded, ids)
+    targets = torch.tensor(ids[1:], device=loaded.model.device)
+    nll = _final_nll(loaded, stream[-1:, :-1], targets)[0]
+    if float((nll - model_nll).abs().max()) > TAIL_TOLERANCE:  # a family scaling its logits its own way
+        raise ModelLoadError("error.kv_heads_model", family=loaded.family.name)
+    return Dense(stream, block_call(loaded, ids), targets, nll, min(first_changed(allowed), len(ids) - 1))
+
+
+def units(start: Cells, chosen: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(layer, heads) of at most LANES chosen heads each, the layers holding the largest ``start`` changes first
+    (an unknown change first of all)."""
+    first = np.nan_to_num(np.where(chosen, start.change, -np.inf), nan=np.inf).max(-1)  # (layer,)
+    layers = sorted(np.flatnonzero(chosen.any(-1)), key=lambda layer: -first[layer])
+    split = lambda heads: np.array_split(heads, -(-len(heads) // LANES))  # noqa: E731  (ceil: no unit over LANES)
+    return [(int(layer), heads) for layer in layers for heads in split(np.flatnonzero(chosen[layer]))]
+
+
 def exact(loaded: LoadedModel, ids: list[int], allowed: torch.Tensor, start: Cells, chosen: np.ndarray,
           progress: Progress | None = None) -> Cells:  # fmt: skip
-    """``start`` with its ``chosen`` (layer, head) cells measured exactly, a layer's heads at a time, the layers
-    holding the largest ``start`` changes first; ``progress`` may stop the run after any layer, keeping what it
-    measured. The caller checks the model and the text."""
-    model = loaded.model
-    stream, model_nll = _dense_stream(loaded, ids)
-    call = block_call(loaded, ids)
-    targets = torch.tensor(ids[1:], device=model.device)
+    """``start`` with its ``chosen`` (layer, head) cells measured exactly, in ``units``; ``progress`` hears each
+    unit and may stop the run after it, keeping what it measured. The caller checks the model and the text."""
     change, low, high, estimated = (array.copy() for array in (start.change, start.low, start.high, start.estimated))
     counts = resample_counts(len(ids) - 1)  # one set of resamples for every head: their intervals compare
-    reached = min(first_changed(allowed), len(ids) - 1)
-    first = np.nan_to_num(np.where(chosen, start.change, -np.inf), nan=np.inf).max(-1)  # (layer,): unknown first
     with torch.inference_mode():
-        dense_nll = _final_nll(loaded, stream[-1:, :-1], targets)[0]
-        if float((dense_nll - model_nll).abs().max()) > TAIL_TOLERANCE:  # a family scaling its logits its own way
-            raise ModelLoadError("error.kv_heads_model", family=loaded.family.name)
-        for layer in sorted(np.flatnonzero(chosen.any(-1)), key=lambda layer: -first[layer]):
-            heads = np.flatnonzero(chosen[layer])
-            restricted = torch.zeros(len(heads), *change.shape, dtype=torch.bool)  # (lane, layer, head)
-            restricted[torch.arange(len(heads)), layer, torch.from_numpy(heads)] = True
-            hidden = stream[layer].expand(len(heads), -1, -1)  # (lane, token, d_model): the layer's dense input
-            with attention.overriding(Restricted(restricted, allowed.to(model.device)).attend):
-                final = _run_blocks(loaded, hidden, layer, call)[:, reached:-1]  # (lane, position, d)
-                ablated = _final_nll(loaded, final, targets[reached:])
-            per_token = torch.zeros(len(heads), len(dense_nll))  # (lane, token - 1): 0 where every key is seen
-            per_token[:, reached:] = ablated - dense_nll[reached:]
-            change[layer, heads] = per_token.mean(-1).numpy()
-            low[layer, heads], high[layer, heads] = np.quantile(resampled_means(per_token.numpy(), counts), TAILS, -1)
+        dense = _dense(loaded, ids, allowed)
+        for layer, heads in units(start, chosen):
+            per_token = _unit(loaded, dense, allowed, layer, heads, change.shape).numpy()  # (lane, token - 1)
+            change[layer, heads] = per_token.mean(-1)
+            low[layer, heads], high[layer, heads] = np.quantile(resampled_means(per_token, counts), TAILS, -1)
             estimated[layer, heads] = False
-            cells = Cells(dense_nll.numpy(), change, low, high, estimated)
+            cells = Cells(dense.nll.numpy(), change, low, high, estimated)
             if progress is not None and not progress(replace(cells, **copies(cells))):
                 break
-    return Cells(dense_nll.numpy(), change, low, high, estimated)
+    return Cells(dense.nll.numpy(), change, low, high, estimated)
 
 
 def copies(cells: Cells) -> dict[str, np.ndarray]:
