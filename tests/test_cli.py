@@ -331,3 +331,14 @@ def test_kv_heads_writes_each_heads_loss_change_duoattentions_policy_curve_and_t
     assert alone.returncode == 2 and "--heads needs --budget" in alone.stderr
     exact = cli("kv", "--text", "Hello there.", "--budget", "8", "--exact", "--out", str(tmp_path / "exact"))
     assert exact.returncode == 2 and "give --heads too" in exact.stderr
+
+
+@pytest.mark.parametrize(("flag", "value", "message"), [("--bits", "5", "--bits 5: choose from 2, 3, 4, 8"),
+                                                       ("--residual", "7", "--residual 7: 0 or a multiple of 32"),
+                                                       ("--out", "", "--out is empty")])  # fmt: skip
+def test_kv_flags_are_refused_before_torch_loads(flag: str, value: str, message: str) -> None:
+    args = ["kv", "--text", "Hello there.", "--out", "kv-out", flag, value]
+    code = ("import sys; from sinkscope.cli import main; status = main(sys.argv[1:]); "
+            "print(status, 'torch' in sys.modules)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["2", "False"] and message in done.stderr, done.stderr

@@ -33,16 +33,15 @@ def listed(value: str, allowed: tuple, kind: type, name: str) -> tuple:
     return found
 
 
-def run(args: argparse.Namespace) -> None:
-    from sinkscope.core.capture import analyze_ids
-    from sinkscope.experiments import kv_quant
-    from sinkscope.plot import export, kv_slides
+def flags(args: argparse.Namespace) -> tuple[tuple[int, ...], tuple[str, ...], Path]:
+    """The bits, the protections and the output folder, every flag checked before a model (or torch) loads."""
+    from sinkscope.experiments import kv_settings
 
-    bits = listed(args.bits, kv_quant.BITS, int, "bits")
-    if args.residual < 0 or args.residual % kv_quant.GROUP:
-        raise UsageError(f"--residual {args.residual}: 0 or a multiple of {kv_quant.GROUP} (KIVI quantizes keys a "
-                         "whole group at a time).")  # fmt: skip
-    protections = listed(args.protect, kv_quant.PROTECTIONS, str, "protect")
+    bits = listed(args.bits, kv_settings.BITS, int, "bits")
+    if args.residual < 0 or args.residual % kv_settings.GROUP:
+        raise UsageError(f"--residual {args.residual}: 0 or a multiple of {kv_settings.GROUP} (KIVI quantizes keys "
+                         "a whole group at a time).")  # fmt: skip
+    protections = listed(args.protect, kv_settings.PROTECTIONS, str, "protect")
     if not args.out.strip():
         raise UsageError("--out is empty: name the folder to write kv.csv in.")
     out = Path(args.out)
@@ -52,6 +51,15 @@ def run(args: argparse.Namespace) -> None:
         raise UsageError("--exact is a way to run --heads: give --heads too.")
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {args.out} is a file, not a folder.")
+    return bits, protections, out
+
+
+def run(args: argparse.Namespace) -> None:
+    bits, protections, out = flags(args)
+    from sinkscope.core.capture import analyze_ids
+    from sinkscope.experiments import kv_quant
+    from sinkscope.plot import export, kv_slides
+
     if args.figures and not export.available():
         raise UsageError("figures need Chromium for Plotly's static export: apt-get install chromium, or BROWSER_PATH.")
     loaded = load(args)

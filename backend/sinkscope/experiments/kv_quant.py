@@ -38,14 +38,10 @@ from sinkscope.core.loss import (
 )
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.core.names import DEFAULT_EPS, PROTECT_KEYS
+from sinkscope.experiments.kv_settings import BITS, GROUP, PROTECTIONS, RESIDUAL, RESIDUALS  # noqa: F401  (re-exported)
 from sinkscope.experiments.streaming import dense
 from sinkscope.findings.origins import secondary_sinks
 
-GROUP = 32  # KIVI's group: 32 tokens per key channel range, 32 channels per value range
-RESIDUAL = 32  # KIVI's residual window R (its default, R = GROUP); 0 keeps nothing in full precision
-RESIDUALS = (0, 32, 64, 128)  # the page's choices: whole groups, so a key block holds whole groups
-BITS = (2, 3, 4, 8)
-PROTECTIONS = ("none", "first4", "sinks")
 FIRST_KEPT = 4  # "first4": StreamingLLM's four initial tokens
 FEWEST_QUERIES = 8  # a key's key_sink says it is a sink only when at least this many queries come after it
 Progress = Callable[[list["KVRow"], int], bool]  # (rows so far, rows asked) -> keep going?
