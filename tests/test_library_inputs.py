@@ -246,3 +246,10 @@ def test_a_head_score_needs_two_tokens_and_a_sink_made_elsewhere_a_finite_factor
         qk.qk_attribution(loaded_tiny("llama"), [], 1, 0)
     with pytest.raises(InputError, match="factor must be a number from 0"):
         MakeSink(2, 1, (), float("nan"))
+
+
+@pytest.mark.parametrize(("ids", "said"), [([1, True, 3], "Token id True is not"),
+                                           ([1, torch.tensor(504), 3], "Token id 504 is not")])  # fmt: skip
+def test_a_bool_is_not_a_token_id_and_a_tensor_id_is_named_by_its_number(ids: list, said: str) -> None:
+    with pytest.raises(InputError, match=said):
+        analyze_ids(tiny_loaded("llama-gqa"), ids)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import logging
+import operator
 import os
 import pickle
 import re
@@ -165,12 +166,24 @@ def require_loaded(value: object) -> LoadedModel:
     return value
 
 
+def token_id(value: object) -> int | None:
+    """A token id as a Python int (a NumPy integer or a one-number integer tensor included); None for anything
+    else, a bool included (True is not token 1)."""
+    if isinstance(value, bool | np.bool_) or (isinstance(value, torch.Tensor) and value.dtype == torch.bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def check_ids(loaded: LoadedModel, ids: list[int]) -> None:
     """Token ids the model's embedding holds: an id past the vocabulary is the caller's to fix, not an IndexError."""
     vocab = loaded.model.get_input_embeddings().num_embeddings
-    bad = next((i for i in ids if not isinstance(i, int | np.integer) or not 0 <= i < vocab), None)
+    bad = next((i for i in ids if token_id(i) is None or not 0 <= token_id(i) < vocab), None)
     if bad is not None:
-        raise InputError("error.token_id", id=repr(bad), vocab=vocab)
+        shown = str(token_id(bad)) if token_id(bad) is not None else repr(bad)  # tensor(504) reads as 504
+        raise InputError("error.token_id", id=shown, vocab=vocab)
 
 
 def available_devices() -> list[str]:
