@@ -5,6 +5,7 @@ page that reads the model also runs on a family measured on the slow path (a tin
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ from sinkscope.experiments import interventions
 from sinkscope.experiments.claims import CLAIMS
 from streamlit.testing.v1 import AppTest
 
-from tests.helpers import TIMEOUT, array, chart, go_to, html_figure
+from tests.helpers import TIMEOUT, array, chart, cli, go_to, html_figure
 from tests.tiny import build_tiny_model_dir
 
 pytestmark = [pytest.mark.pages, pytest.mark.slow]  # see pytest.ini: which worker, and whether make check runs them
@@ -138,3 +139,17 @@ def test_the_scoreboard_of_a_slow_family_says_once_why_its_runs_are_refused(bloo
     assert [e.value for e in at.error].count(refused) == 1, [e.value for e in at.error]
     board = at.table[0].value
     assert len(board) == len(CLAIMS) and board.iloc[:, 0].str.len().min() > 0
+
+
+def test_the_command_line_drops_the_first_key_only_where_there_is_attention(jamba_dir: str, tmp_path: Path) -> None:
+    """Issue 54: a Mamba layer's NaN entered the mean sink score, and the change was said of layers 0,1."""
+    report = tmp_path / "out.json"
+    done = cli("intervene", "--model", jamba_dir, "--text", "the sink takes attention . the head", "--drop-first",
+               "1", "--json", str(report))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    found = json.loads(report.read_text(encoding="utf-8"))
+    dropped = found["interventions"][0]
+    assert dropped["label"] == "drop the first key in layers 1,3" and "nan" not in done.stdout
+    assert np.isfinite(found["intact"]["mean_sink"]) and dropped["sink_per_layer"][0] is None
+    alone = cli("intervene", "--model", jamba_dir, "--text", "the sink", "--drop-first", "1", "--layers", "0")
+    assert alone.returncode == 2 and "none of these layers has attention" in alone.stderr

@@ -7,6 +7,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
+
 from sinkscope.cli.arguments import UsageError, finite, ids_of, load, model_options, ranged, text_options
 from sinkscope.core.i18n import state
 
@@ -39,7 +41,10 @@ def _changes(args: argparse.Namespace, loaded: object, ids: list[int]) -> list[o
     from sinkscope.core.capture import analyze_ids
     from sinkscope.experiments import interventions as iv
 
-    layers = parse_layers(args.layers, loaded.info.n_layers)
+    asked = parse_layers(args.layers, loaded.info.n_layers)
+    layers = tuple(layer for layer in asked if loaded.info.attends(layer))  # a Mamba layer has no key to drop
+    if not layers:
+        raise UsageError(f"--layers '{args.layers}': none of these layers has attention in this model.")
     if args.drop_first is not None and args.drop_first >= len(ids):
         raise UsageError(f"--drop-first {args.drop_first} drops every key of this {len(ids)}-token text.")
     if args.from_layer > loaded.info.n_layers:
@@ -72,8 +77,8 @@ def outcome_json(label: str, outcome: object, intact: object) -> dict[str, objec
         "label": label,
         "loss": outcome.loss,
         "loss_change": outcome.loss - intact.loss,
-        "mean_sink": float(outcome.heads["sink"].mean()),
-        "sink_per_layer": outcome.heads["sink"].mean(-1).tolist(),
+        "mean_sink": float(np.nanmean(outcome.heads["sink"])),  # over the layers with attention
+        "sink_per_layer": [finite(float(v)) for v in outcome.heads["sink"].mean(-1)],  # null: no attention
         "token_cosine": [finite(float(v)) for v in outcome.token_cosine],
         "token_cosine_scaled": [finite(float(v)) for v in outcome.token_cosine_scaled],
         "top": [{"token": token, "probability": p} for token, p in outcome.top],
@@ -83,7 +88,8 @@ def outcome_json(label: str, outcome: object, intact: object) -> dict[str, objec
 def _line(label: str, outcome: object, intact: object) -> str:
     top = "  ".join(f"{token} {p:.2f}" for token, p in outcome.top)
     delta = outcome.loss - intact.loss
-    return f"{label:60s} loss {outcome.loss:7.3f} ({delta:+.3f})  sink {outcome.heads['sink'].mean():.3f}  {top}"
+    sink = np.nanmean(outcome.heads["sink"])  # over the layers with attention
+    return f"{label:60s} loss {outcome.loss:7.3f} ({delta:+.3f})  sink {sink:.3f}  {top}"
 
 
 def run(args: argparse.Namespace) -> None:
