@@ -96,3 +96,21 @@ def test_a_missing_metric_is_nan_but_a_table_written_before_learned_sink_reads_a
 def test_a_file_that_is_not_parquet_or_is_cut_short_is_unreadable(data: bytes) -> None:
     with pytest.raises(InputError, match="Cannot read the census broken.parquet"):
         read_heads(data, "broken.parquet", HOSTED)
+
+
+def test_a_long_string_repeated_by_its_dictionary_is_refused_by_what_it_expands_to() -> None:
+    """Issue 54: 30,000 rows sharing one dictionary-encoded 20,000-character doc_id declared 56 KB uncompressed and
+    took the server from 1.5 to 2.5 GB; its expansion (600 MB) is counted before a row is materialized (30,240
+    rows here)."""
+    table = pa.Table.from_pandas(pd.concat([heads_table()] * 56, ignore_index=True), preserve_index=False)
+    rows = table.num_rows
+    long_id = pa.DictionaryArray.from_arrays(np.zeros(rows, np.int8), ["x" * 20_000])
+    table = table.set_column(table.schema.get_field_index("doc_id"), "doc_id", long_id)
+    buffer = io.BytesIO()
+    pq.write_table(table, buffer, compression="zstd")
+    assert len(buffer.getvalue()) < 200 * 1024
+    memory = psutil.Process()
+    before = memory.memory_info().rss
+    with pytest.raises(InputError, match=r"decompresses to \d+ MB"):
+        read_heads(buffer.getvalue(), "ids.parquet", HOSTED)
+    assert memory.memory_info().rss - before < 100 << 20  # refused before the strings were made

@@ -46,7 +46,7 @@ def read_heads_table(source: Path | bytes, name: str, limits: Limits) -> pd.Data
     try:
         parts = _parts(source)
         _check_size(parts, name, limits)
-        frames = [_read_part(file, partitions, name) for file, partitions in parts]
+        frames = [_read_part(file, partitions, name, limits) for file, partitions in parts]
     except (OSError, ValueError, pa.ArrowException) as err:  # ArrowInvalid: not Parquet, or a corrupt file
         if isinstance(err, InputError):
             raise
@@ -60,12 +60,13 @@ def _parts(source: Path | bytes) -> list[tuple[Any, dict[str, str]]]:
     """(Parquet file, partition values from its path) for every part: one for a file, many for a folder."""
     import pyarrow.parquet as pq
 
+    encoded = [column for column, kind in COLUMNS.items() if kind == TEXT]  # read as dictionaries: see _text_bytes
     if isinstance(source, bytes):
-        return [(pq.ParquetFile(io.BytesIO(source)), {})]
+        return [(pq.ParquetFile(io.BytesIO(source), read_dictionary=encoded), {})]
     if not source.is_dir():
-        return [(pq.ParquetFile(source), {})]
+        return [(pq.ParquetFile(source, read_dictionary=encoded), {})]
     files = sorted(p for p in source.rglob("*.parquet") if not p.name.startswith("."))  # hidden: being written
-    return [(pq.ParquetFile(path), _partitions(path.relative_to(source))) for path in files]
+    return [(pq.ParquetFile(path, read_dictionary=encoded), _partitions(path.relative_to(source))) for path in files]
 
 
 def _partitions(relative: Path) -> dict[str, str]:
@@ -94,8 +95,22 @@ def _decoded_bytes(file: Any) -> int:
     )
 
 
-def _read_part(file: Any, partitions: dict[str, str], name: str) -> pd.DataFrame:
-    """One file's census columns, one row group at a time, after its column types are checked."""
+def _text_bytes(table: Any) -> int:
+    """What a row group's dictionary-encoded text columns expand to: each row's string length, read off the
+    dictionary, summed (a few kilobytes can repeat one long string a million times)."""
+    import pyarrow.compute as pc
+
+    total = 0
+    for column in table.columns:
+        for chunk in column.chunks if hasattr(column.type, "value_type") else ():
+            lengths = pc.binary_length(chunk.dictionary)  # (distinct,)
+            total += pc.sum(pc.take(lengths, chunk.indices)).as_py() or 0
+    return total
+
+
+def _read_part(file: Any, partitions: dict[str, str], name: str, limits: Limits) -> pd.DataFrame:
+    """One file's census columns, one row group at a time, after its column types are checked; its text columns
+    read still encoded, and refused once they would expand past the limit."""
     schema = file.schema_arrow
     missing = [c for c in COLUMNS if c not in schema.names and c not in partitions and c not in OPTIONAL]
     if missing:
@@ -105,7 +120,14 @@ def _read_part(file: Any, partitions: dict[str, str], name: str) -> pd.DataFrame
             raise InputError("error.census_column", path=name, column=column, found=str(schema.field(column).type),
                              expected=kind)  # fmt: skip
     wanted = [c for c in COLUMNS if c in schema.names]
-    groups = [file.read_row_group(g, columns=wanted).to_pandas() for g in range(file.num_row_groups)]
+    groups, text_bytes = [], 0
+    for g in range(file.num_row_groups):
+        table = file.read_row_group(g, columns=wanted)
+        text_bytes += _text_bytes(table)
+        if text_bytes > limits.decoded_bytes:
+            mb = 1024 * 1024
+            raise InputError("error.census_decoded", path=name, mb=text_bytes // mb, limit=limits.decoded_bytes // mb)
+        groups.append(table.to_pandas())
     frame = pd.concat(groups, ignore_index=True) if groups else pd.DataFrame(columns=wanted)
     for column, value in partitions.items():
         if column in PARTITIONS:
