@@ -212,28 +212,37 @@ HOW = ("confirmed", "exact")  # the map's two ways: estimated and confirmed near
 
 
 def map_heads(loaded: LoadedModel, ids: list[int], budget: int, how: str, show: cache.Show) -> kv_heads.HeadNeeds:
-    """The map, each layer or confirmed layer kept as it lands (a Stop keeps what was measured)."""
+    """The map, drawn as it lands (the estimate at once, then each exact unit) and kept for a Stop."""
+    draft = charts.Draft("kv_heads_live")
+
+    def landed(so_far: kv_heads.HeadNeeds) -> None:
+        st.session_state["kv_heads_partial"] = so_far
+        draft.draw(kv_slides.needs_map(so_far, lang=language()))
+
     if how == "exact":
 
         def layer_done(so_far: kv_heads.HeadNeeds) -> bool:
-            st.session_state["kv_heads_partial"] = so_far
+            landed(so_far)
             done, total = int(so_far.measured.all(-1).sum()), so_far.change.shape[0]
             show(done / total, t("kv.heads_progress", done=done, total=total))
             return True
 
-        return kv_heads.head_needs(loaded, ids, budget, progress=layer_done)
-    show(0.0, t("kv.heads_estimating"))
-    first = kv_heads.estimate_needs(loaded, ids, budget)
-    st.session_state["kv_heads_partial"] = first
-    total = int(first.unsettled().sum())
+        needs = kv_heads.head_needs(loaded, ids, budget, progress=layer_done)
+    else:
+        show(0.0, t("kv.heads_estimating"))
+        first = kv_heads.estimate_needs(loaded, ids, budget)
+        landed(first)
+        total = int(first.unsettled().sum())
 
-    def confirmed(so_far: kv_heads.HeadNeeds) -> bool:
-        st.session_state["kv_heads_partial"] = so_far
-        done = total - int((first.unsettled() & so_far.estimates).sum())
-        show(done / max(total, 1), t("kv.heads_confirming", done=done, total=total))
-        return True
+        def confirmed(so_far: kv_heads.HeadNeeds) -> bool:
+            landed(so_far)
+            done = total - int((first.unsettled() & so_far.estimates).sum())
+            show(done / max(total, 1), t("kv.heads_confirming", done=done, total=total))
+            return True
 
-    return kv_heads.confirm_needs(loaded, ids, first, progress=confirmed)
+        needs = kv_heads.confirm_needs(loaded, ids, first, progress=confirmed)
+    draft.clear()
+    return needs
 
 
 def measure_heads(request: session.Request, ids: list[int], on: Message, budget: int, how: str) -> None:

@@ -6,6 +6,8 @@ worth spending on every rerun); each carries a caption line naming the model, th
 
 from __future__ import annotations
 
+import time
+
 import plotly.graph_objects as go
 import streamlit as st
 from sinkscope.core.bundled import BUNDLED, shown_label
@@ -36,6 +38,23 @@ def caption(fig: go.Figure, on: Message | None = None) -> str:
 def computed_on(on: Message, where: object = st) -> None:
     """The one line beside a figure, a table or a verdict that is not computed on the visitor's text."""
     where.caption(":material/dataset: " + say(on))
+
+
+class Draft:
+    """A figure redrawn in one place while its run lasts (at most every ``every`` seconds, no downloads): the run's
+    result so far; the page draws the finished figure itself."""
+
+    def __init__(self, key: str, every: float = 2.0) -> None:
+        self.slot, self.key, self.every, self.drawn, self.count = st.empty(), key, every, 0.0, 0
+
+    def draw(self, fig: go.Figure) -> None:
+        now = time.monotonic()
+        if now - self.drawn >= self.every:
+            self.drawn, self.count = now, self.count + 1
+            self.slot.plotly_chart(local_figure(room_for_title(fig)), key=f"{self.key}_{self.count}")
+
+    def clear(self) -> None:
+        self.slot.empty()
 
 
 def downloads(fig: go.Figure, key: str, where: object = st, on: Message | None = None) -> None:
