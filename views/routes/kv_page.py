@@ -208,7 +208,8 @@ def eviction(request: session.Request) -> None:
         charts.show(fig, key, on=on)
 
 
-HOW = ("confirmed", "exact")  # the map's two ways: estimated and confirmed near the threshold, or exact everywhere
+HOW = {"confirmed": "kv.heads_how_confirmed", "exact": "kv.heads_how_exact"}  # the map's two ways: estimated and
+# confirmed near the threshold, or exact everywhere
 
 
 def map_heads(loaded: LoadedModel, ids: list[int], budget: int, how: str, show: cache.Show) -> kv_heads.HeadNeeds:
@@ -286,7 +287,7 @@ def heads(request: session.Request) -> None:
     cells = st.columns(3)
     n_tokens = cells[0].select_slider(t("kv.evict_tokens"), EVICT_TOKENS, value=EVICT_TOKENS[-1], key="kv_h_tokens")
     budget = cells[1].select_slider(t("kv.evict_budget"), BUDGETS, value=BUDGETS[2], key="kv_h_budget")
-    how = cells[2].radio(t("kv.heads_how"), HOW, format_func=lambda way: t(f"kv.heads_how_{way}"), key="kv_h_how")
+    how = cells[2].radio(t("kv.heads_how"), list(HOW), format_func=lambda way: t(HOW[way]), key="kv_h_how")
     ids, on = chosen_text(request, n_tokens, "kv_h_text")
     if runnable(t("kv.heads_run"), "kv_heads_run", kv_evict.cache_refusal(len(ids), budget)):
         measure_heads(request, ids, on, budget, how)
