@@ -180,8 +180,8 @@ def add(commands: argparse._SubParsersAction) -> None:
                          "(DIR/evict.csv: policy, budget, perplexity, first_kept)")  # fmt: skip
     command.add_argument("--heads", action="store_true", help="with --budget: each head alone restricted to sinks + "
                          "window (DIR/heads.csv) and DuoAttention's policy curve (DIR/duo.csv)")  # fmt: skip
-    command.add_argument("--exact", action="store_true", help="with --heads: every head measured exactly (minutes), "
-                         "not estimated to first order and measured exactly near the threshold (seconds)")  # fmt: skip
+    command.add_argument("--exact", action="store_true", help="with --heads: every head measured exactly, layer by "
+                         "layer, without the first-order estimate that orders the work")  # fmt: skip
     command.add_argument("--figures", action="store_true", help="also write each figure as PNG and SVG in DIR")
     command.add_argument("--lang", default="en", choices=list(LANGUAGES), help="the figures' language")
     command.add_argument("--out", required=True, help="the folder to write kv.csv in (made if missing)")
