@@ -188,3 +188,12 @@ def test_the_sentence_says_small_costs_add_up_only_when_the_policy_is_a_little_w
     said = kv_heads.said(needs, policy)  # e^0.2 = 1.22 of dense adds up; e^0.01 = 1.01 does not
     assert said.key == key and dict(said.params)["streaming"] == 2 and dict(said.params)["measured"] == 3
     assert kv_heads.said(kv_heads.HeadNeeds(8, needs.dense_nll, np.full((2, 2), np.nan)), None) is None
+
+
+def test_a_map_that_places_no_head_says_so_instead_of_a_share() -> None:
+    """A stopped confirmation whose every estimated cell's band holds the threshold: no share of nothing (it was a
+    crash on the page, a NaN rounded)."""
+    change = np.array([[0.005, 0.0], [0.009, -0.001]])
+    needs = kv_heads.HeadNeeds(8, np.full(4, 2.0), change, change - 0.025, change + 0.025, np.ones((2, 2), bool))
+    said = kv_heads.said(needs, None)
+    assert "this run places no head on either side" in said.text("en") and "nan" not in said.text("en")

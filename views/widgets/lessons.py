@@ -104,10 +104,10 @@ def failed(err: Exception) -> None:
     st.error(say(err) if isinstance(err, SinkscopeError) else t("common.model_failed", error=err))
 
 
-def results_or_none(found: dict[str, Any]) -> dict[str, Any]:
+def results_or_none(found: dict[str, Any], said: set[str] | None = None) -> dict[str, Any]:
     """Results of ``jobs.run_all`` by name, each failed run's None, after saying each distinct failure once (a
-    model that refuses interventions fails every run the same way)."""
-    said = set()
+    model that refuses interventions fails every run the same way); ``said`` carries what was said across calls."""
+    said = set() if said is None else said
     for err in (value for value in found.values() if isinstance(value, Exception)):
         if repr(err) not in said:
             said.add(repr(err))

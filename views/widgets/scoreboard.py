@@ -115,13 +115,13 @@ def measured(request: session.Request, trace: Trace, landed: Landed | None = Non
     """Every verdict: this text's runs in one turn of the model's queue (with a class, the first to ask gets a whole
     scoreboard first); ``landed`` hears the scoreboard at once (what needs no run) and again as each run lands."""
     runs = text_runs(request, trace)
-    names, found = list(runs), {}
+    names, found, said = list(runs), {}, set()
     unrun = set(RUN_ORDER) - runs.keys()  # runs this text or model does not get: their claims are not measured
     hear = landed or (lambda verdicts, still: None)
     hear(claims.scoreboard(evidence(trace, found)), claims.pending(unrun))
 
     def each(index: int, result: object) -> None:
-        found.update(lessons.results_or_none({names[index]: result}))
+        found.update(lessons.results_or_none({names[index]: result}, said))
         hear(claims.scoreboard(evidence(trace, found)), claims.pending(unrun | found.keys()))
 
     jobs.run_all(list(runs.values()), t("claims.measuring"), on_each=each)

@@ -9,6 +9,7 @@ before anything is decoded; the table is then read one row group at a time, only
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,15 +59,22 @@ def read_heads_table(source: Path | bytes, name: str, limits: Limits) -> pd.Data
 
 def _parts(source: Path | bytes) -> list[tuple[Any, dict[str, str]]]:
     """(Parquet file, partition values from its path) for every part: one for a file, many for a folder."""
+
+    if isinstance(source, bytes):
+        return [(_opened(lambda: io.BytesIO(source)), {})]
+    if not source.is_dir():
+        return [(_opened(lambda: source), {})]
+    files = sorted(p for p in source.rglob("*.parquet") if not p.name.startswith("."))  # hidden: being written
+    return [(_opened(lambda path=path: path), _partitions(path.relative_to(source))) for path in files]
+
+
+def _opened(source: Callable[[], Any]) -> Any:
+    """A Parquet file whose text columns read as dictionaries (see _text_bytes): its schema, from the footer, says
+    which of them it holds (a census folder's model and length live in its path)."""
     import pyarrow.parquet as pq
 
-    encoded = [column for column, kind in COLUMNS.items() if kind == TEXT]  # read as dictionaries: see _text_bytes
-    if isinstance(source, bytes):
-        return [(pq.ParquetFile(io.BytesIO(source), read_dictionary=encoded), {})]
-    if not source.is_dir():
-        return [(pq.ParquetFile(source, read_dictionary=encoded), {})]
-    files = sorted(p for p in source.rglob("*.parquet") if not p.name.startswith("."))  # hidden: being written
-    return [(pq.ParquetFile(path, read_dictionary=encoded), _partitions(path.relative_to(source))) for path in files]
+    names = set(pq.ParquetFile(source()).schema_arrow.names)
+    return pq.ParquetFile(source(), read_dictionary=[c for c, kind in COLUMNS.items() if kind == TEXT and c in names])
 
 
 def _partitions(relative: Path) -> dict[str, str]:

@@ -219,10 +219,12 @@ def said(needs: HeadNeeds, policy: DuoPolicy | None) -> Message | None:
     measured = int(needs.measured.sum())
     if not measured:
         return None
-    noise = int(needs.within_noise().sum())
-    placed = Message.of("kv.heads_placed", noise=noise, measured=measured, rise=round(100 * NEEDS_CONTEXT),
-                        level=round(100 * LEVEL), placed=measured - noise,
-                        share=round(100 * needs.streaming_share()))  # fmt: skip
+    noise, share = int(needs.within_noise().sum()), needs.streaming_share()
+    if np.isnan(share):  # every measured head's interval (or an estimate's band) holds the threshold
+        placed = Message.of("kv.heads_none_placed", measured=measured, rise=round(100 * NEEDS_CONTEXT))
+    else:
+        placed = Message.of("kv.heads_placed", noise=noise, measured=measured, rise=round(100 * NEEDS_CONTEXT),
+                            level=round(100 * LEVEL), placed=measured - noise, share=round(100 * share))  # fmt: skip
     params = dict(streaming=int(needs.streams().sum()), measured=measured, budget=needs.budget,
                   rise=round(100 * NEEDS_CONTEXT), dense=round(perplexity(needs.dense_nll), 2),
                   placed_said=placed)  # fmt: skip
