@@ -3,8 +3,8 @@
     python bench/bench_scoreboard.py [--repeats 3] [--students 30] [--tree PATH ...]
 
 Each server starts, finishes its warm start (its CPU goes idle), then gets visitors speaking Streamlit's websocket
-protocol: one at a time with a new 150-word text on the explorer (its head map: the analysis alone), on the claims
-page (until its first verdict is drawn, then until its count, drawn once every verdict is in), then on the handout
+protocol: one at a time with a new 150-word text on the claims page (until its first verdict is drawn, then until
+its count, drawn once every verdict is in), then on the handout
 page (until its download button is drawn), then ``--students`` at once, each with a text of its own, arriving over
 10 s on the claims page (until every verdict is in).
 ``--tree`` serves other checkouts too (the tree before a change), one after another, for a before/after table.
@@ -25,7 +25,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_interactive import (  # noqa: E402
     class_of_own_texts,
-    explorer_map,
     paragraph,
     protocol_visit,
     server,
@@ -65,8 +64,7 @@ def download(element: object) -> bool:
     return element.HasField("download_button")
 
 
-VISITS = {  # the analysis alone (the explorer's map), then the scoreboard's first verdict, its last, the handout
-    "explorer, head map": ("", "", explorer_map),
+VISITS = {  # the scoreboard's first verdict, its last, the handout
     "claims, first verdict": ("claims", "", board),
     "claims, every verdict": ("claims", "", every_verdict),
     "handout": ("handout", "", download),
