@@ -165,4 +165,4 @@ def test_the_break_page_maps_which_heads_sinks_matter(smollm2: LoadedModel) -> N
     assert len(array(crossed["x"])) == smollm2.info.n_layers * smollm2.info.n_heads - sink_heads.TOP
     said = " ".join(m.value for m in at.markdown)
     assert f"{sink_heads.TOP} heads measured exactly" in said
-    assert chart(at, "br_sink_kinds")["data"][0]["z"]
+    assert array(chart(at, "br_sink_kinds")["data"][0]["z"]).shape == (smollm2.info.n_layers, smollm2.info.n_heads)

@@ -4,8 +4,8 @@ DuoAttention (Xiao et al., ICLR 2025) learns a gate per key-value head that spli
 full cache) and streaming heads (sinks + a recent window). Here the split is measured by ablation instead: for every
 head, the change of the text's mean next-token loss when that head alone reads only the first SINKS tokens and its
 last ``budget - SINKS`` (every other head dense). ``head_needs`` measures every head exactly (``head_effects``:
-layer l costs L - l blocks per head); ``confirmed_needs`` estimates every head to first order from one forward and one
-backward, then measures exactly the heads whose estimate cannot settle their side of the NEEDS_CONTEXT threshold.
+layer l costs L - l blocks per head); ``estimate_needs`` estimates every head to first order from one forward and one
+backward, and ``confirm_needs`` measures exactly the heads whose estimate cannot settle their side of the threshold.
 """
 
 from __future__ import annotations
