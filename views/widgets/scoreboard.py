@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection
 
 import pandas as pd
@@ -91,20 +92,21 @@ def _pair(found: dict, changed: str) -> tuple | None:
     return None if found.get("intact") is None or found.get(changed) is None else (found["intact"], found[changed])
 
 
-def evidence(trace: Trace, found: dict) -> claims.Evidence:
-    """The scoreboard's evidence from the runs ``found`` so far (a missing or failed run is None), and the lab's and
-    the cost sweep's shipped results."""
+def run_fields(found: dict) -> dict:
+    """The Evidence fields the runs ``found`` so far fill (a missing or failed run is None)."""
+    return {"sensitivity": found.get("sensitivity"), "streaming": found.get("streaming"),
+            "dense": _pair(found, "dense"), "removed": _pair(found, "removed"), "kv": found.get("kv"),
+            "kv_check": found.get("kv_check")}  # fmt: skip
+
+
+def evidence(trace: Trace) -> claims.Evidence:
+    """The scoreboard's evidence before any run of this text: the trace, and the lab's and the cost sweep's shipped
+    results."""
     return claims.Evidence(
         trace,
         backcopy=list((lab_training.shipped_runs("backcopy") | lab_training.live_runs("backcopy")).values()),
         polarize=lab_polarization.polarize_runs(POLARIZE_VARIANTS, "logistic", (8, 16), 3000, 0.5, 0),  # the lab's
         cost=st.session_state.get("cost_result") or sink_cost.shipped(),
-        sensitivity=found.get("sensitivity"),
-        streaming=found.get("streaming"),
-        dense=_pair(found, "dense"),
-        removed=_pair(found, "removed"),
-        kv=found.get("kv"),
-        kv_check=found.get("kv_check"),
     )
 
 
@@ -115,17 +117,18 @@ def measured(request: session.Request, trace: Trace, landed: Landed | None = Non
     """Every verdict: this text's runs in one turn of the model's queue (with a class, the first to ask gets a whole
     scoreboard first); ``landed`` hears the scoreboard at once (what needs no run) and again as each run lands."""
     runs = text_runs(request, trace)
-    names, found, said = list(runs), {}, set()
+    names, found, said, before = list(runs), {}, set(), evidence(trace)
     unrun = set(RUN_ORDER) - runs.keys()  # runs this text or model does not get: their claims are not measured
+    board = lambda: claims.scoreboard(dataclasses.replace(before, **run_fields(found)))  # noqa: E731
     hear = landed or (lambda verdicts, still: None)
-    hear(claims.scoreboard(evidence(trace, found)), claims.pending(unrun))
+    hear(board(), claims.pending(unrun))
 
     def each(index: int, result: object) -> None:
         found.update(lessons.results_or_none({names[index]: result}, said))
-        hear(claims.scoreboard(evidence(trace, found)), claims.pending(unrun | found.keys()))
+        hear(board(), claims.pending(unrun | found.keys()))
 
     jobs.run_all(list(runs.values()), t("claims.measuring"), on_each=each)
-    return claims.scoreboard(evidence(trace, found))
+    return board()
 
 
 def shown(request: session.Request, trace: Trace, columns: tuple[str, ...] = (),
