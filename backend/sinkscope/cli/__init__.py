@@ -39,6 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.ERROR, format="%(message)s", stream=sys.stderr, force=True)
     logging.getLogger("sinkscope").setLevel(logging.INFO)  # our progress lines; Kaleido's chatter stays out
+    # Chromium's pipe sometimes splits a message; choreographer ignores it but logs a traceback as an error
+    logging.getLogger("choreographer").setLevel(logging.CRITICAL)
     if not args.debug:  # transformers' warnings about a family's slow fallbacks are not the command's to say
         from transformers.utils import logging as hf_logging  # here: --help and the census need no transformers
 
