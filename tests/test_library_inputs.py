@@ -50,7 +50,7 @@ def test_ids_and_positions_out_of_range_are_input_errors(random_ids: list[int]) 
         analyze_ids(loaded, random_ids)
     with pytest.raises(InputError, match="Position 999 is past the last token"):
         outcome(loaded, random_ids, Perturb(999, 1.0))
-    with pytest.raises(InputError, match="position must be a number from 0 to 8,191, not -1"):
+    with pytest.raises(InputError, match="position must be a whole number from 0 to 8,191, not -1"):
         Perturb(-1, 1.0)
     with pytest.raises(InputError, match="vocabulary"):
         streaming.streaming_nll(loaded, [*random_ids, 500], "dense", 2, 4)
@@ -253,3 +253,93 @@ def test_a_head_score_needs_two_tokens_and_a_sink_made_elsewhere_a_finite_factor
 def test_a_bool_is_not_a_token_id_and_a_tensor_id_is_named_by_its_number(ids: list, said: str) -> None:
     with pytest.raises(InputError, match=said):
         analyze_ids(tiny_loaded("llama-gqa"), ids)
+
+
+def _needs(loaded: object, n_tokens: int, budget: int = 12) -> kv_heads.HeadNeeds:
+    """A per-head map of ``loaded``'s heads (every change 0), for the functions that take one."""
+    return kv_heads.HeadNeeds(budget, np.zeros(n_tokens - 1), np.zeros((loaded.info.n_layers, loaded.info.n_heads)))
+
+
+EDGE_REFUSALS = {  # issue 54, items 11-12: what each public function said before (a raw error) -> one sentence now
+    "quantized_table, bits a lone number": (lambda m, ids, t: kv_quant.quantized_table(m, t, bits=2),
+                                            InputError, "bits must be a list of some of 2, 3, 4, 8"),
+    "quantized_table, protections a lone word": (lambda m, ids, t: kv_quant.quantized_table(m, t, protections="sinks"),
+                                                 InputError, "protections must be a list of some of none"),
+    "quantized_table, bits of 2.0": (lambda m, ids, t: kv_quant.quantized_table(m, t, bits=(2.0,)),
+                                     InputError, "bits must be one of 2, 3, 4, 8, not 2.0"),
+    "quantized_table, a trace given as text": (lambda m, ids, t: kv_quant.quantized_table(m, "a trace"),
+                                               TypeError, "expected an analysis"),
+    "quantized_table, a model given as text": (lambda m, ids, t: kv_quant.quantized_table("smollm2-135m", t),
+                                               TypeError, "sinkscope.load_model"),
+    "quantized_table, another model's trace": (
+        lambda m, ids, t: kv_quant.quantized_table(m, dataclasses.replace(t, model="gemma3-270m")),
+        InputError, "made with gemma3-270m, and the model given is llama"),
+    "quantized_nll, kept the wrong length": (
+        lambda m, ids, t: kv_quant.quantized_nll(m, ids, 2, torch.zeros(3, dtype=torch.bool)),
+        InputError, "for each of the text's 37 tokens"),
+    "quantized_nll, kept as floats": (lambda m, ids, t: kv_quant.quantized_nll(m, ids, 2, torch.zeros(len(ids))),
+                                      InputError, "not Tensor of torch.float32 with shape (37,)"),
+    "quantized_nll, kept as text": (lambda m, ids, t: kv_quant.quantized_nll(m, ids, 2, "sinks"),
+                                    InputError, "not 'sinks'"),
+    "evict, one token": (lambda m, ids, t: kv_evict.evict(m, [5], 8), InputError, "on a text of 1 token:"),
+    "evict, ids given as bools": (lambda m, ids, t: kv_evict.evict(m, [True] * 20, 8),
+                                  InputError, "Token id True is not in the model's vocabulary (ids 0 to 95)"),
+    "head_needs, no ids": (lambda m, ids, t: kv_heads.head_needs(m, [], 8), InputError, "on a text of 0 tokens"),
+    "estimate_needs, no ids": (lambda m, ids, t: kv_heads.estimate_needs(m, [], 8), InputError, "never fills"),
+    "estimate_needs, a margin of nan": (lambda m, ids, t: kv_heads.estimate_needs(m, ids, 8, margin=float("nan")),
+                                        InputError, "margin must be a number from 0 to 10, not nan"),
+    "duo_policy, no ids": (lambda m, ids, t: kv_heads.duo_policy(m, [], _needs(m, 37)), InputError, "never fills"),
+    "duo_policy, needs=None": (lambda m, ids, t: kv_heads.duo_policy(m, ids, None),
+                               TypeError, "expected a per-head map"),
+    "duo_policy, another model's map": (
+        lambda m, ids, t: kv_heads.duo_policy(m, ids, kv_heads.HeadNeeds(12, np.zeros(36), np.zeros((30, 9)))),
+        InputError, "holds 30 x 9 layers x heads, and the model given has 3 x 4"),
+    "duo_policy, whole of the wrong shape": (
+        lambda m, ids, t: kv_heads.duo_policy(m, ids, _needs(m, 37), whole=np.ones((2, 2), dtype=bool)),
+        InputError, "(3 x 2)"),
+    "duo_policy, whole as shares": (
+        lambda m, ids, t: kv_heads.duo_policy(m, ids, _needs(m, 37), whole=np.full((3, 2), 0.5)),
+        InputError, "not ndarray of float64 with shape (3, 2)"),
+    "policy_curve, needs=None": (lambda m, ids, t: kv_heads.policy_curve(m, ids, None),
+                                 TypeError, "expected a per-head map"),
+    "confirm_needs, first=None": (lambda m, ids, t: kv_heads.confirm_needs(m, ids, None),
+                                  TypeError, "expected a per-head map"),
+    "whole_heads, an unknown order": (lambda m, ids, t: kv_heads.whole_heads(_needs(m, 37), 2, 0.5, "largest"),
+                                      InputError, "order must be one of ranked, random"),
+    "qk_attribution, head 1.5": (lambda m, ids, t: qk.qk_attribution(m, ids, 1, 1.5),
+                                 InputError, "Head 1.5 is outside this model's heads 0-3"),
+    "make_sink, position 2.5": (lambda m, ids, t: sinkscope.make_sink(m, t, 2.5, 1),
+                                InputError, "position must be a whole number from 0 to 8,191, not 2.5"),
+    "make_sink, factor as text": (lambda m, ids, t: sinkscope.make_sink(m, t, 2, 1, factor="10"),
+                                  InputError, "factor must be a number from 0 to 1,000, not '10'"),
+    "make_sink, trace=None": (lambda m, ids, t: sinkscope.make_sink(m, None, 2, 1), TypeError, "expected an analysis"),
+    "sink_heads, top 1.5": (lambda m, ids, t: sinkscope.sink_heads(m, ids, top=1.5),
+                            InputError, "top must be a whole number from 0 to 8,192, not 1.5"),
+    "held_out_ids, no tokens": (lambda m, ids, t: kv_heads.held_out_ids(m, 0),
+                                InputError, "n_tokens must be a whole number from 1"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", EDGE_REFUSALS)
+def test_every_public_function_checks_its_arguments_at_the_edge(case: str, random_ids: list[int]) -> None:
+    """Issue 54, item 2: each input names what is wrong in one sentence (a raw IndexError, AttributeError or torch
+    RuntimeError before), before any work."""
+    run, error, words = EDGE_REFUSALS[case]
+    loaded = loaded_tiny("llama")
+    with pytest.raises(error, match=re.escape(words)):
+        run(loaded, random_ids, analyze_ids(loaded, random_ids))
+
+
+def test_kept_given_as_a_list_of_bools_is_the_same_cache_as_the_tensor(random_ids: list[int]) -> None:
+    loaded, kept = loaded_tiny("llama"), [i < 4 for i in range(len(random_ids))]
+    as_list = kv_quant.quantized_nll(loaded, random_ids, 2, kept)
+    np.testing.assert_array_equal(as_list, kv_quant.quantized_nll(loaded, random_ids, 2, torch.tensor(kept)))
+
+
+def test_a_bfloat16_model_is_refused_by_its_precision_not_as_a_post_norm_block(random_ids: list[int]) -> None:
+    """Issue 54, item 12: a Llama moved to bfloat16 (what a GPU user gets) was refused as "a norm after each block";
+    in float32 the same head's split is the model's own."""
+    with pytest.raises(InputError, match="held in bfloat16") as err:
+        qk.qk_attribution(loaded_tiny("llama", torch.bfloat16), random_ids, 2, 0)
+    assert "norm after each block" not in str(err.value)
+    assert np.isfinite(qk.qk_attribution(loaded_tiny("llama"), random_ids, 2, 0).terms).all()

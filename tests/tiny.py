@@ -228,8 +228,8 @@ def build(name: str, implementation: str) -> torch.nn.Module:
     return model.eval().requires_grad_(False)
 
 
-def loaded_tiny(name: str) -> LoadedModel:
-    model = build(name, attention.ATTENTION_NAME)
+def loaded_tiny(name: str, dtype: torch.dtype = torch.float32) -> LoadedModel:
+    model = build(name, attention.ATTENTION_NAME).to(dtype)  # bfloat16: what a GPU user gets
     check_capture(model)
     return LoadedModel(model, None, model_info(model, name, name))
 

@@ -213,11 +213,19 @@ def require_trace(value: object) -> Trace:
     return value
 
 
+def require_trace_of(loaded: LoadedModel, value: object) -> Trace:
+    """``value`` when it is an analysis made with ``loaded``; an error that says what to pass otherwise."""
+    trace = require_trace(value)
+    if trace.model != require_loaded(loaded).info.name:  # its ids and sinks would be read by another vocabulary
+        raise InputError("error.trace_other_model", trace_model=trace.model, model=loaded.info.name)
+    return trace
+
+
 def analyze_ids(loaded: LoadedModel, ids: list[int]) -> Trace:
     """Analyze a sequence of token ids in one forward pass (under ``sinkscope.intervene``: the changed run)."""
     require_loaded(loaded)
     if isinstance(ids, str | bytes) or not hasattr(ids, "__len__"):
-        raise InputError("error.argument_type", name="ids", value=_shown(ids), expected="a list of token ids")
+        raise InputError("error.argument_type", name="ids", value=ranges.shown(ids), expected="a list of token ids")
     if not len(ids):
         raise InputError("error.empty_text")
     loaded.check_length(len(ids))  # the same limit a text meets, before any work
@@ -265,10 +273,10 @@ def analyze(
     """Tokenize ``text`` (at most ``max_tokens``, default the model's limit) and analyze it."""
     require_loaded(loaded)
     if not isinstance(text, str):
-        raise InputError("error.argument_type", name="text", value=_shown(text), expected="a str")
+        raise InputError("error.argument_type", name="text", value=ranges.shown(text), expected="a str")
     for name, flag in (("truncate", truncate), ("add_bos", add_bos)):
         if not isinstance(flag, bool) and not (name == "add_bos" and flag is None):
-            raise InputError("error.argument_type", name=name, value=_shown(flag), expected="True or False")
+            raise InputError("error.argument_type", name=name, value=ranges.shown(flag), expected="True or False")
     if max_tokens is not None:
         ranges.check("max_tokens", max_tokens)
     return analyze_ids(loaded, loaded.encode(text, max_tokens, truncate=truncate, add_bos=add_bos))
@@ -297,7 +305,7 @@ def attention_maps(
     """
     require_loaded(loaded)
     if isinstance(layer, bool) or not isinstance(layer, int | np.integer) or not 0 <= layer < loaded.info.n_layers:
-        raise InputError("error.layer_range", layer=_shown(layer), last=loaded.info.n_layers - 1)
+        raise InputError("error.layer_range", layer=ranges.shown(layer), last=loaded.info.n_layers - 1)
     if not loaded.info.attends(layer):
         raise InputError("error.no_attention_layer", layer=layer, model=loaded.info.family)
     if isinstance(ids, str | bytes) or not len(ids):
@@ -326,12 +334,6 @@ def _slow_maps(loaded: LoadedModel, ids: list[int], layer: int) -> LayerMaps:
     nothing = np.full(weights.shape[:2], np.nan, dtype=np.float32)  # withheld: the scores are the family's own
     return LayerMaps(layer, *(_frozen(np.asarray(found, dtype=np.float32)) for found in (
         weights, measured["value_norms"], nothing, measured["output_norms"], np.zeros(weights.shape[:2]))))  # fmt: skip
-
-
-def _shown(value: object) -> str:
-    """A value as an error message names it, cut to a readable length."""
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _blocks_alike(loaded: LoadedModel) -> bool:

@@ -183,7 +183,7 @@ def check_ids(loaded: LoadedModel, ids: list[int]) -> None:
     bad = next((i for i in ids if token_id(i) is None or not 0 <= token_id(i) < vocab), None)
     if bad is not None:
         shown = str(token_id(bad)) if token_id(bad) is not None else repr(bad)  # tensor(504) reads as 504
-        raise InputError("error.token_id", id=shown, vocab=vocab)
+        raise InputError("error.token_id", id=shown, last=vocab - 1)
 
 
 def available_devices() -> list[str]:

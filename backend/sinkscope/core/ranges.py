@@ -47,7 +47,7 @@ RANGES = {
     "gpus_per_worker": Range(0, 64, "a worker's share of GPUs"),
     "drop_first": Range(1, 8192, "keys dropped, at most the token limit"),
     "from_layer": Range(0, 1024, "layer outputs, at most a model's depth"),
-    "position": Range(0, 8191, "a token position within the hard token limit"),
+    "position": Range(0, 8191, "a token position within the hard token limit", whole=True),
     "size": Range(0, 1000, "perturbation length in median embedding norms"),
     "stream_tokens": Range(2, 100_000, "one forward step per token"),
     "sinks": Range(0, 64, "first tokens kept in a streaming cache"),
@@ -56,7 +56,24 @@ RANGES = {
     "share": Range(0.0, 1.0, "a share of heads"),
     "eps": Range(0.0, 1.0, "a threshold on attention weights, which lie in 0-1"),
     "factor": Range(0.0, 1000.0, "a multiple of a state; past 1,000 the stream overflows float16"),
+    "top": Range(0, 8192, "heads measured exactly, a few seconds each", whole=True),
+    "margin": Range(0.0, 10.0, "nats either way of an estimated loss change; a mean NLL change past 10 is none"),
+    "n_tokens": Range(1, 8192, "sinkscope.core.models.HARD_TOKEN_LIMIT", whole=True),
 }
+
+
+def is_whole(value: object) -> bool:
+    """An integer, NumPy's included, and not a bool (True is not 1 here)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def shown(value: object) -> str:
+    """A value as an error message names it: an array or tensor by its type, dtype and shape, anything else by its
+    repr, cut to a readable length."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return f"{type(value).__name__} of {value.dtype} with shape {tuple(value.shape)}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def check(name: str, value: float) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from sinkscope.core import ranges
-from sinkscope.core.capture import Trace, analyze_ids
+from sinkscope.core.capture import Trace, analyze_ids, require_trace_of
 from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel, ModelInfo
@@ -101,6 +101,7 @@ def make_sink(
     loaded: LoadedModel, trace: Trace, position: int, layer: int, mode: str = "state", factor: float = SCALE
 ) -> SinkElsewhere:
     """Change token ``position``'s state at h^``layer`` of ``trace``'s text and measure key_sink again."""
+    trace = require_trace_of(loaded, trace)
     if mode not in MODES:
         raise InputError("error.unknown_choice", name="mode", value=repr(mode), choices=", ".join(MODES))
     channels = first_massive_channels(trace) if mode == "massive" else ()

@@ -18,6 +18,7 @@ import torch
 
 from sinkscope.core import attention, ranges
 from sinkscope.core.capabilities import Can
+from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message
 from sinkscope.core.loss import LEVEL, perplexity
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
@@ -89,6 +90,18 @@ class HeadNeeds:
         return float(self.streams()[placed].mean()) if placed.any() else float("nan")
 
 
+def require_needs(loaded: LoadedModel, value: object) -> HeadNeeds:
+    """``value`` when it is a per-head map of ``loaded``'s heads; an error that says what to pass otherwise."""
+    if not isinstance(value, HeadNeeds):
+        raise TypeError(f"expected a per-head map, needs = sinkscope.head_needs(model, ids, budget) (or "
+                        f"estimate_needs), got {ranges.shown(value)}")  # fmt: skip
+    heads = (loaded.info.n_layers, loaded.info.n_heads)
+    if value.change.shape != heads:  # a map of another model's heads
+        raise InputError("error.needs_shape", shape=" x ".join(map(str, value.change.shape)),
+                         heads=" x ".join(map(str, heads)))  # fmt: skip
+    return value
+
+
 def _checked(loaded: LoadedModel, ids: list[int], budget: int) -> torch.Tensor:
     """The band a restricted head reads, once the model and the text are known to allow the measurement."""
     check_ids(require_loaded(loaded), ids)
@@ -114,6 +127,7 @@ def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progr
 def estimate_needs(loaded: LoadedModel, ids: list[int], budget: int, margin: float = ESTIMATE_MARGIN) -> HeadNeeds:
     """Every head's first-order loss change when it alone keeps sinks + window, from one forward and one backward;
     each cell marked as an estimate, its band ``margin`` nats either way."""
+    ranges.check("margin", margin)
     band = _checked(loaded, ids, budget)
     return HeadNeeds.of(budget, head_effects.estimate(loaded, ids, band, margin))
 
@@ -122,6 +136,7 @@ def confirm_needs(loaded: LoadedModel, ids: list[int], first: HeadNeeds, progres
     """``first`` (``estimate_needs`` on ``ids``) with the exact change of each head whose estimate's band reaches the
     NEEDS_CONTEXT threshold (the heads it ranks highest and those near the threshold), the layers holding the largest
     estimates first; a stopped run keeps what it confirmed, the rest estimated."""
+    first = require_needs(require_loaded(loaded), first)
     band = _checked(loaded, ids, first.budget)
     cells = head_effects.exact(loaded, ids, band, first.cells(), first.unsettled(), _reporting(first.budget, progress))
     return HeadNeeds.of(first.budget, cells)
@@ -164,17 +179,29 @@ def kv_head_change(needs: HeadNeeds, n_kv_heads: int, bound: np.ndarray | None =
 def held_out_ids(loaded: LoadedModel, n_tokens: int) -> list[int]:
     """The ``n_tokens`` of Python's help after its first ``n_tokens``: a text to score DuoAttention's policy on that
     its per-head map was not built on (the map runs on the first ones, or on the visitor's text)."""
+    ranges.check("n_tokens", n_tokens)
     return loaded.encode(builtin_text(), 2 * n_tokens, truncate=True, add_bos=False)[n_tokens:]
 
 
 def whole_heads(needs: HeadNeeds, n_kv_heads: int, share: float, order: str = "ranked") -> np.ndarray:
     """(layer, kv_head) bool: the ``share`` of key-value heads kept whole, those whose restriction costs most
     ("ranked") or drawn with a fixed seed ("random")."""
+    ranges.check("share", share)
+    if order not in ORDERS:
+        raise InputError("error.unknown_choice", name="order", value=ranges.shown(order), choices=", ".join(ORDERS))
     change = kv_head_change(needs, n_kv_heads)
     score = change if order == "ranked" else np.random.default_rng(0).random(change.shape)
     chosen = np.zeros(change.size, dtype=bool)
     chosen[np.argsort(-score, axis=None, kind="stable")[: round(share * change.size)]] = True
     return chosen.reshape(change.shape)
+
+
+def _per_kv_head(whole: object, n_layers: int, n_kv_heads: int) -> np.ndarray:
+    """``whole`` as the (layer, kv_head) bool array it must be; an InputError naming it otherwise."""
+    found = np.asarray(whole)
+    if found.dtype != bool or found.shape != (n_layers, n_kv_heads):
+        raise InputError("error.duo_whole", layers=n_layers, kv_heads=n_kv_heads, value=ranges.shown(whole))
+    return found
 
 
 def duo_policy(
@@ -185,17 +212,15 @@ def duo_policy(
     window, beside the dense cache on the same text (``dense_nll`` when the caller has it); by default the whole
     ones are those with a query head that may need the whole context (the top of its interval over the threshold),
     or one not measured."""
-    check_ids(require_loaded(loaded), ids)
-    loaded.check_length(len(ids))  # the one token limit a text meets, before any work
-    loaded.require(Can.EVICT_KV)
+    needs = require_needs(require_loaded(loaded), needs)
+    band = _checked(loaded, ids, needs.budget)
     info = loaded.info
     group = info.n_heads // info.n_kv_heads
     if whole is None:
         whole = kv_head_change(needs, info.n_kv_heads, needs.high) > np.log1p(NEEDS_CONTEXT)
-    streaming = ~whole
+    streaming = ~_per_kv_head(whole, info.n_layers, info.n_kv_heads)
     restricted = torch.from_numpy(np.repeat(streaming, group, axis=1))[None]  # (lane=1, layer, head)
-    band = band_mask(len(ids), SINKS, needs.budget - SINKS).to(loaded.model.device)
-    with attention.overriding(head_effects.Restricted(restricted, band).attend):
+    with attention.overriding(head_effects.Restricted(restricted, band.to(loaded.model.device)).attend):
         nll = dense(loaded, ids)
     held = np.where(streaming, min(needs.budget, len(ids)), len(ids))  # (layer, kv_head): tokens each one holds
     dense_nll = dense(loaded, ids) if dense_nll is None else dense_nll
@@ -206,8 +231,10 @@ def policy_curve(
     loaded: LoadedModel, ids: list[int], needs: HeadNeeds, shares: tuple[float, ...] = CURVE_SHARES
 ) -> dict[str, list[DuoPolicy]]:
     """Per order: the policy keeping each share of key-value heads whole, one pass each over ``ids``."""
+    needs = require_needs(require_loaded(loaded), needs)
     for share in shares:
         ranges.check("share", share)
+    _checked(loaded, ids, needs.budget)  # before the dense pass
     n_kv, dense_nll = loaded.info.n_kv_heads, dense(loaded, ids)
     return {order: [duo_policy(loaded, ids, needs, whole_heads(needs, n_kv, share, order), dense_nll)
                     for share in shares] for order in ORDERS}  # fmt: skip

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from sinkscope.core import attention, chunked
+from sinkscope.core import attention, chunked, ranges
 from sinkscope.core.capabilities import Can
-from sinkscope.core.capture import Trace, analyze_ids
+from sinkscope.core.capture import Trace, analyze_ids, require_trace_of
 from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message, times
 from sinkscope.core.loss import (
@@ -98,16 +98,44 @@ def detected_sinks(trace: Trace) -> tuple[int, ...]:
     return tuple(sorted(massive | receiving | secondary))
 
 
+def _check_choice(name: str, value: object, allowed: tuple) -> None:
+    """An InputError naming ``name`` when ``value`` is not one of ``allowed`` (2.0 is not a number of bits)."""
+    same_kind = ranges.is_whole(value) if isinstance(allowed[0], int) else isinstance(value, str)
+    if not (same_kind and value in allowed):
+        raise InputError("error.unknown_choice", name=name, value=ranges.shown(value),
+                         choices=", ".join(map(str, allowed)))  # fmt: skip
+
+
 def protected(protect: str, n_tokens: int, sinks: tuple[int, ...]) -> torch.Tensor:
     """(token,) bool: the tokens ``protect`` keeps in full precision."""
-    if protect not in PROTECTIONS:
-        raise InputError("error.unknown_choice", name="protect", value=repr(protect), choices=", ".join(PROTECTIONS))
+    _check_choice("protect", protect, PROTECTIONS)
     kept = torch.zeros(n_tokens, dtype=torch.bool)
     if protect == "first4":
         kept[:FIRST_KEPT] = True
     elif protect == "sinks":
         kept[[s for s in sinks if s < n_tokens]] = True
     return kept
+
+
+def _choices(name: str, given: object, allowed: tuple) -> tuple:
+    """``given`` (a list or tuple of some of ``allowed``) as a tuple; an InputError naming ``name`` otherwise."""
+    if not isinstance(given, list | tuple):  # a lone 2 or "sinks" is not a list of them
+        raise InputError("error.choices_list", name=name, value=ranges.shown(given),
+                         choices=", ".join(map(str, allowed)), example=allowed[0])  # fmt: skip
+    for value in given:
+        _check_choice(name, value, allowed)
+    return tuple(given)
+
+
+def _kept_per_token(kept: object, n_tokens: int) -> torch.Tensor:
+    """``kept`` as the (token,) bool tensor it must be: one True (full precision) or False per token of the text."""
+    try:
+        found = torch.as_tensor(np.asarray(kept) if not isinstance(kept, torch.Tensor) else kept)
+    except (TypeError, ValueError, RuntimeError):  # strings, ragged lists: nothing torch can hold
+        found = None
+    if found is None or found.dtype != torch.bool or tuple(found.shape) != (n_tokens,):
+        raise InputError("error.kv_kept", n=n_tokens, value=ranges.shown(kept))
+    return found
 
 
 def read_quantized(n_tokens: int, group: int, residual: int | None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -141,8 +169,8 @@ def quantized_nll(
     loaded.require(Can.QUANTIZE_KV)
     if len(ids) < 2:
         raise InputError("error.kv_two_tokens", n=len(ids))
-    if bits not in BITS:
-        raise InputError("error.unknown_choice", name="bits", value=repr(bits), choices=", ".join(map(str, BITS)))
+    _check_choice("bits", bits, BITS)
+    kept = _kept_per_token(kept, len(ids))
     check_residual(residual, group)
     keys_read, values_read = read_quantized(len(ids), group, residual)
     copy = 2 * keys_read.long() + values_read.long()  # (query, key): which of the four copies the pair reads
@@ -184,6 +212,8 @@ def quantized_table(
 ) -> list[KVRow]:  # fmt: skip
     """The dense cache, then every bits x protection with a ``residual`` window, on ``trace``'s text (its sinks
     detected from it); ``progress`` may stop the run after any row, keeping the rows measured."""
+    trace = require_trace_of(loaded, trace)
+    bits, protections = _choices("bits", bits, BITS), _choices("protections", protections, PROTECTIONS)
     check_residual(residual)
     if trace.n_tokens < 2:  # checked before the dense row, which would be an empty perplexity
         raise InputError("error.kv_two_tokens", n=trace.n_tokens)
@@ -240,6 +270,7 @@ class ClaimRuns:
 def claim_runs(loaded: LoadedModel, trace: Trace) -> ClaimRuns:
     """The three caches on ``trace``'s text and on the first CLAIM_TOKENS tokens of CLAIM_TEXTS built-in documents,
     each text's sinks detected on itself."""
+    trace = require_trace_of(loaded, trace)
     from sinkscope.census.corpus import builtin_documents
 
     others = [loaded.encode(doc, CLAIM_TOKENS, truncate=True, add_bos=False) for doc in builtin_documents()]

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from sinkscope.core import chunked
+from sinkscope.core import chunked, ranges
 from sinkscope.core.attention import QK
 from sinkscope.core.capture import run_forward
 from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message, times
-from sinkscope.core.models import LoadedModel, require_loaded
+from sinkscope.core.models import LoadedModel, ModelInfo, require_loaded
 from sinkscope.core.writes import Writes
 from sinkscope.experiments.interventions import intervene
 from sinkscope.experiments.writes import REMOVE_KEYS, RemoveWrite, check_writes
@@ -129,7 +129,7 @@ def qk_attribution(
     first, last = queries if queries is not None else (1, n - 1)
     if not 0 <= first <= last < n:
         raise InputError("error.query_range", first=first, last=last, end=n - 1)
-    if not 0 <= head < loaded.info.n_heads:
+    if not (ranges.is_whole(head) and 0 <= head < loaded.info.n_heads):
         raise InputError("error.head_range", head=repr(head), last=loaded.info.n_heads - 1)
     check_writes(require_loaded(loaded), layer)
     recorder = loaded.recorder(reduce=False, residual=loaded.stream_buffer(n), qk_of=layer,
@@ -137,7 +137,7 @@ def qk_attribution(
     run_forward(loaded, ids, recorder)
     found = recorder.qk
     query, key, scaling = found.query, found.key, found.scaling  # (1, head, q, head_dim), (1, kv_head, k, head_dim)
-    parts, names = _components(recorder.writes, recorder.residual, layer, loaded.info.family)
+    parts, names = _components(recorder.writes, recorder.residual, layer, loaded.info)
     state = torch.from_numpy(recorder.residual[layer][0])
     with torch.inference_mode():
         keys = _key_parts(loaded, layer, parts, state)  # (part + 1, kv_head, head_dim)
@@ -214,7 +214,7 @@ def linear_check(
     return LinearCheck(removed, intact, ablated)
 
 
-def _components(writes: Writes, residual: np.ndarray, layer: int, family: str) -> tuple[torch.Tensor, list[Part]]:
+def _components(writes: Writes, residual: np.ndarray, layer: int, info: ModelInfo) -> tuple[torch.Tensor, list[Part]]:
     """h^layer[0] as its sum of parts (part, d_model): the embedding, then each block's attention and MLP write."""
     rows, names = [residual[0][0]], [("embedding", -1)]
     for block in range(layer):
@@ -224,5 +224,7 @@ def _components(writes: Writes, residual: np.ndarray, layer: int, family: str) -
     state = residual[layer][0]
     gap = float(np.linalg.norm(parts.sum(0).numpy() - state) / max(np.linalg.norm(state), 1e-30))
     if not gap <= SUM_TOLERANCE:  # a post-norm or otherwise rescaled stream is not the sum of its writes
-        raise InputError("error.qk_unavailable", family=family, reason=Message.of("qk.not_a_sum"))
+        reason = Message.of("qk.not_a_sum") if info.dtype == "float32" else Message.of("qk.reduced_precision",
+                                                                                        dtype=info.dtype)  # fmt: skip
+        raise InputError("error.qk_unavailable", family=info.family, reason=reason)
     return parts, names

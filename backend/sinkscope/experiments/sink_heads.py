@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sinkscope.core import ranges
 from sinkscope.core.capabilities import Can
 from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Message
@@ -44,6 +45,7 @@ def sink_heads(loaded: LoadedModel, ids: list[int], top: int = TOP,
     """Every head's estimated loss change without its first key, then the exact change for the ``top`` heads the
     estimate ranks highest (``progress`` may stop after any layer, keeping what it measured)."""
     check_ids(require_loaded(loaded), ids)
+    ranges.check("top", top)
     if len(ids) < 2:
         raise InputError("error.two_tokens")
     loaded.check_length(len(ids))  # the one token limit a text meets, before any work
