@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
-from sinkscope.serving.runs import BoundedCache, RunQueue, nbytes
+from sinkscope.serving.runs import CHECK_EVERY, BoundedCache, RunQueue, Unwanted, nbytes
 from sinkscope.serving.settings import Settings
 
 
@@ -319,3 +319,75 @@ def test_a_run_that_fails_leaves_its_error_and_the_others_still_run() -> None:
     found = cache.get_or_run_all([("x", broken), ("y", lambda: 2)], "me", queue)
     assert isinstance(found[0], RuntimeError) and found[1] == 2
     assert cache.get("x") is None and cache.get("y") == 2  # a failure is not cached: the next visit tries again
+
+
+def test_a_visitor_who_stops_or_leaves_while_in_line_holds_nobody_up() -> None:
+    """Issue 54, item 3: a run waiting for its turn (or for its turn back, after letting others in) leaves the line
+    once its visitor no longer wants it; the next in line gets the model, and the holder hands it to nobody else."""
+    queue, stop, order, left = RunQueue(), threading.Event(), [], []
+    held, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        with queue.turn():
+            held.set()
+            release.wait(10)
+        order.append("holder")
+
+    def leaver() -> None:
+        try:
+            with queue.turn(cancelled=stop.is_set):
+                order.append("leaver ran")  # never: it left before its turn
+        except Unwanted:
+            left.append(time.monotonic())
+
+    def next_in_line() -> None:
+        with queue.turn():
+            order.append("next")
+
+    first = threading.Thread(target=holder)
+    first.start()
+    held.wait(10)
+    waiting = [threading.Thread(target=leaver), threading.Thread(target=next_in_line)]
+    for thread in waiting:
+        thread.start()
+        time.sleep(0.05)  # in this order
+    stopped_at = time.monotonic()
+    stop.set()
+    waiting[0].join(10)
+    assert left and left[0] - stopped_at < 3 * CHECK_EVERY  # out of the line within a check
+    release.set()
+    for thread in (first, waiting[1]):
+        thread.join(10)
+    assert order == ["holder", "next"] and queue.waiting == 0
+
+
+def test_a_long_run_stopped_while_it_let_others_in_leaves_without_taking_the_model_back() -> None:
+    queue, stop, outcome, served = RunQueue(), threading.Event(), [], []
+    in_turn, short_holds = threading.Event(), threading.Event()
+
+    def long_run() -> None:
+        try:
+            with queue.turn(cancelled=stop.is_set):
+                while True:
+                    in_turn.set()
+                    time.sleep(0.01)
+                    queue.let_others_in()  # waits for its turn back while the short run holds the model
+        except Unwanted:
+            outcome.append("left")
+
+    def short_run() -> None:
+        with queue.turn():
+            short_holds.set()
+            stop.set()  # the long run's visitor presses Stop while it waits for its turn back
+            time.sleep(0.5)
+            served.append("short")
+
+    first = threading.Thread(target=long_run)
+    first.start()
+    in_turn.wait(10)
+    together(short_run)
+    first.join(10)
+    assert outcome == ["left"] and served == ["short"] and queue.waiting == 0
+    with queue.turn():  # the model is free: nobody holds it
+        served.append("after")
+    assert served == ["short", "after"]

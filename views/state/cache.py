@@ -20,7 +20,7 @@ from sinkscope.core.capture import LayerMaps, Trace, analyze, attention_maps, th
 from sinkscope.core.models import LoadedModel, load_model, resolve_device
 from sinkscope.core.tokens import adds_bos_by_default, has_bos
 from sinkscope.experiments import kv_check, stream_plan
-from sinkscope.serving.runs import BoundedCache, RunQueue, Wait
+from sinkscope.serving.runs import BoundedCache, Cancelled, RunQueue, Wait
 from sinkscope.serving.settings import Settings
 
 from views.state.session import EXAMPLES, GPU_DTYPES, Request, settings
@@ -70,14 +70,15 @@ class Job:
         return (self.queue, *self.key)
 
     def result(self, owner: str, show: Show | None = None, on_wait: Callable[[Wait], None] | None = None,
-               background: bool = False) -> Any:  # fmt: skip
+               background: bool = False, cancelled: Cancelled | None = None) -> Any:  # fmt: skip
         """The cached result, or the run's in its queue's turn, charged to ``owner`` (a session or the warm start),
         the cache checked again once the turn comes. ``background`` work (the warm start's) runs only while no
-        visitor waits, and lets one in at each of its steps."""
+        visitor waits, and lets one in at each of its steps; a run whose ``cancelled`` says so while it waits
+        leaves the line (Unwanted)."""
         queue = shared().queue(self.queue)
         step = show or (lambda _done, _label: queue.let_others_in())
         return shared().results.get_or_run(self.cache_key, owner, lambda: self.run(step), queue, on_wait=on_wait,
-                                           background=background)  # fmt: skip
+                                           background=background, cancelled=cancelled)  # fmt: skip
 
 
 def one_step(run: Callable[[], Any]) -> Callable[[Show], Any]:

@@ -14,7 +14,9 @@ from typing import Any
 import numpy as np
 import streamlit as st
 from sinkscope.core.capture import LayerMaps, Trace
-from sinkscope.serving.runs import Wait
+from sinkscope.serving.runs import Unwanted, Wait
+from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequestType
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from views.state import cache
 from views.state.session import Request, owner
@@ -63,6 +65,25 @@ def _in_line(message: str, stop: Stop | None) -> Iterator[tuple[Callable[[Wait],
         bar.slot.empty()
 
 
+def unwanted() -> bool:
+    """Whether this session's visitor pressed Stop, changed a widget or page, or left since the run was asked for:
+    a run still waiting in line then leaves it (Streamlit itself acts only at the script's next element)."""
+    context = get_script_run_ctx(suppress_warning=True)
+    requests = context.script_requests if context is not None else None
+    return requests is not None and requests._state is not ScriptRequestType.CONTINUE  # no public reader
+
+
+@contextmanager
+def _leaving_when_unwanted() -> Iterator[None]:
+    """A run that left the line: the next element lets Streamlit serve what the visitor asked for instead (the
+    rerun of a Stop, a closed tab's end)."""
+    try:
+        yield
+    except Unwanted:
+        st.empty()  # raises Streamlit's own rerun or stop here
+        raise
+
+
 def logged(job: cache.Job) -> cache.Job:
     """The same job (the same cache entry), saying in the server's log that it ran and for how long."""
 
@@ -88,7 +109,8 @@ def run(job: cache.Job, message: str, stop: Stop | None = None) -> Any:
             bar.progress(share, text)
             queue.let_others_in()
 
-        return logged(job).result(owner(), show, on_wait=waiting)
+        with _leaving_when_unwanted():
+            return logged(job).result(owner(), show, on_wait=waiting, cancelled=unwanted)
 
 
 def run_all(jobs: list[cache.Job], message: str, on_each: Callable[[int, Any], None] | None = None) -> list[Any]:
@@ -104,7 +126,8 @@ def run_all(jobs: list[cache.Job], message: str, on_each: Callable[[int, Any], N
     queue = cache.shared().queue(jobs[0].queue)
     with _in_line(message, None) as (waiting, bar):  # one turn for all: the bar moves, nobody is let in between
         runs = [(job.cache_key, lambda job=job: logged(job).run(bar.progress)) for job in jobs]
-        return results.get_or_run_all(runs, owner(), queue, on_each, on_wait=waiting)
+        with _leaving_when_unwanted():
+            return results.get_or_run_all(runs, owner(), queue, on_each, on_wait=waiting, cancelled=unwanted)
 
 
 def layer_maps(request: Request, trace: Trace, layer: int) -> LayerMaps:

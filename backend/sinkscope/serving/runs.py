@@ -14,6 +14,12 @@ from typing import Any, NamedTuple
 import numpy as np
 
 STEPS_KEPT = 20  # the recent steps whose median predicts the next one's length
+CHECK_EVERY = 0.2  # seconds: how often a run waiting in line asks whether its visitor still wants it
+Cancelled = Callable[[], bool]  # -> has the caller's visitor pressed Stop, changed the page or left?
+
+
+class Unwanted(Exception):
+    """A run left the line before its turn: its visitor no longer wants it (``Cancelled`` said so)."""
 
 
 class Wait(NamedTuple):
@@ -27,10 +33,11 @@ class Wait(NamedTuple):
 
 
 class _Ticket:
-    """One caller of ``RunQueue.turn``; ``background`` marks the server's own work (the warm start)."""
+    """One caller of ``RunQueue.turn``; ``background`` marks the server's own work (the warm start); ``cancelled``
+    (None: never) lets it leave the line while it waits."""
 
-    def __init__(self, background: bool) -> None:
-        self.background = background
+    def __init__(self, background: bool, cancelled: Cancelled | None = None) -> None:
+        self.background, self.cancelled = background, cancelled
 
 
 class RunQueue:
@@ -70,13 +77,17 @@ class RunQueue:
         return Wait(visitors, server, current + sum(steps[1:]))
 
     def _join(self, ticket: _Ticket) -> None:
-        """Take the model now if it is free, else wait in ``ticket``'s line until it is handed over."""
+        """Take the model now if it is free, else wait in ``ticket``'s line until it is handed over; Unwanted
+        (out of the line) once its ``cancelled`` says so."""
         if self._holder is None:
             self._holder, self._since = ticket, time.monotonic()
             return
         self._lines[ticket.background].append(ticket)
         while self._holder is not ticket:
-            self._changed.wait()
+            self._changed.wait(CHECK_EVERY if ticket.cancelled is not None else None)
+            if self._holder is not ticket and ticket.cancelled is not None and ticket.cancelled():
+                self._lines[ticket.background].remove(ticket)
+                raise Unwanted
 
     def _end_step(self) -> None:
         """Time the holder's step that ends now; the next one starts."""
@@ -91,9 +102,12 @@ class RunQueue:
         self._changed.notify_all()
 
     @contextmanager
-    def turn(self, on_wait: Callable[[Wait], None] | None = None, background: bool = False) -> Iterator[RunQueue]:
-        """Hold the model for one run; ``on_wait`` is told first what the run waits for, if anything."""
-        ticket = _Ticket(background)
+    def turn(self, on_wait: Callable[[Wait], None] | None = None, background: bool = False,
+             cancelled: Cancelled | None = None) -> Iterator[RunQueue]:  # fmt: skip
+        """Hold the model for one run; ``on_wait`` is told first what the run waits for, if anything. A run whose
+        ``cancelled`` says so while it waits for its turn (or for its turn back, after ``let_others_in``) leaves
+        the line with Unwanted: a visitor who pressed Stop or left holds nobody up."""
+        ticket = _Ticket(background, cancelled)
         with self._changed:
             wait = self._wait(background)
         if wait is not None and on_wait is not None:
@@ -104,8 +118,9 @@ class RunQueue:
             yield self
         finally:
             with self._changed:
-                self._end_step()
-                self._hand_over()
+                if self._holder is ticket:  # not when it left the line waiting for its turn back
+                    self._end_step()
+                    self._hand_over()
 
     def let_others_in(self) -> None:
         """Called by the holder between steps: visitors' runs that wait go first (and, for background work, other
@@ -139,6 +154,13 @@ def nbytes(value: Any, seen: set[int] | None = None) -> int:
     if hasattr(value, "__dict__"):
         return nbytes(vars(value), seen)
     return sys.getsizeof(value)
+
+
+def _wait_for(done: threading.Event, cancelled: Cancelled | None) -> None:
+    """Until another caller's run of the same key ends; Unwanted once ``cancelled`` says so."""
+    while not done.wait(CHECK_EVERY):
+        if cancelled is not None and cancelled():
+            raise Unwanted
 
 
 class BoundedCache:
@@ -197,7 +219,7 @@ class BoundedCache:
             with self._lock:
                 running = self._running.get(key)
             if running is not None:
-                running.wait()
+                _wait_for(running, turn.get("cancelled"))
                 continue
             with queue.turn(**turn):
                 found, done = self._claim(key)
