@@ -21,7 +21,7 @@ from sinkscope.core.errors import InputError
 from sinkscope.core.i18n import Text
 from sinkscope.core.models import load_model
 from sinkscope.core.names import HEAD_METRICS, NO_ATTENTION
-from sinkscope.experiments import interventions
+from sinkscope.experiments import interventions, sink_heads
 from sinkscope.experiments.claims import CLAIMS
 from streamlit.testing.v1 import AppTest
 
@@ -153,3 +153,14 @@ def test_the_command_line_drops_the_first_key_only_where_there_is_attention(jamb
     assert np.isfinite(found["intact"]["mean_sink"]) and dropped["sink_per_layer"][0] is None
     alone = cli("intervene", "--model", jamba_dir, "--text", "the sink", "--drop-first", "1", "--layers", "0")
     assert alone.returncode == 2 and "none of these layers has attention" in alone.stderr
+
+
+def test_the_break_page_greys_out_the_sink_map_a_hybrid_cannot_measure_and_says_why(jamba_dir: str) -> None:
+    """Issue 54, item 1: the per-head sink map edits each head's mask as the KV lab does, which a hybrid refuses;
+    the button is greyed out with the reason under it before anyone presses it."""
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=TIMEOUT)
+    at.query_params.update({"model": jamba_dir, "example": "custom", "text": TEXT})
+    go_to(at, "break").run()
+    assert next(button for button in at.button if button.key == "br_heads_run").disabled
+    said = sink_heads.refusal(load_model(jamba_dir), 8).message.text()
+    assert "Jamba" in said and said in [caption.value for caption in at.caption]

@@ -146,8 +146,11 @@ def sink_heads_map(request: session.Request, trace: Trace) -> None:
     """Which heads' sinks matter: the per-head map of removing the first key, beside the same text's sink scores."""
     st.subheader(t("break.sink_heads_heading"))
     st.markdown(t("break.sink_heads_intro", top=sink_heads.TOP))
-    if st.button(t("break.sink_heads_run"), key="br_heads_run", disabled=trace.n_tokens < 2):
+    refused = sink_heads.refusal(request.loaded, trace.n_tokens)
+    if st.button(t("break.sink_heads_run"), key="br_heads_run", disabled=refused is not None):
         measure_sink_heads(request, trace.token_ids)
+    if refused is not None:
+        st.caption(say(refused.message))
     kept = st.session_state.get("br_heads")
     if kept is None or kept[0] != trace.token_ids:
         return

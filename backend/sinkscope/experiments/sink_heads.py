@@ -10,7 +10,7 @@ import numpy as np
 
 from sinkscope.core import ranges
 from sinkscope.core.capabilities import Can
-from sinkscope.core.errors import InputError
+from sinkscope.core.errors import InputError, SinkscopeError
 from sinkscope.core.i18n import Message
 from sinkscope.core.models import LoadedModel, check_ids, require_loaded
 from sinkscope.experiments import head_effects
@@ -40,16 +40,22 @@ class SinkHeads:
         return int(layer), int(head)
 
 
+def refusal(loaded: LoadedModel, n_tokens: int) -> SinkscopeError | None:
+    """Why the map cannot be measured with this model on a text of ``n_tokens``, or None: it edits each head's mask
+    as the KV lab does (a model the lab refuses, it refuses too), and a loss needs a token to predict."""
+    return loaded.refusal(Can.EVICT_KV) or (InputError("error.two_tokens") if n_tokens < 2 else None)
+
+
 def sink_heads(loaded: LoadedModel, ids: list[int], top: int = TOP,
                progress: head_effects.Progress | None = None) -> SinkHeads:  # fmt: skip
     """Every head's estimated loss change without its first key, then the exact change for the ``top`` heads the
     estimate ranks highest (``progress`` may stop after any layer, keeping what it measured)."""
     check_ids(require_loaded(loaded), ids)
     ranges.check("top", top)
-    if len(ids) < 2:
-        raise InputError("error.two_tokens")
     loaded.check_length(len(ids))  # the one token limit a text meets, before any work
-    loaded.require(Can.EVICT_KV)  # the same per-head restriction of the mask as the KV lab's
+    refused = refusal(loaded, len(ids))
+    if refused is not None:
+        raise refused
     allowed = head_effects.without_first_key(len(ids))
     first = head_effects.estimate(loaded, ids, allowed, margin=0.0)  # ranked, not placed against a threshold
     ranked = np.argsort(-np.nan_to_num(first.change, nan=-np.inf), axis=None)[:top]
