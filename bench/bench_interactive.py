@@ -35,12 +35,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import websockets  # noqa: E402
 from playwright.async_api import async_playwright  # noqa: E402
 from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+from sinkscope.core.i18n import Text  # noqa: E402
 from streamlit.proto.BackMsg_pb2 import BackMsg  # noqa: E402
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg  # noqa: E402
 
 from tests.browser.helpers import CHROMIUM, CHROMIUM_ARGS, ROOT, free_port, settled, wait_healthy  # noqa: E402
 
 WAIT = 180_000  # ms: nothing here should take this long; a timeout is a failure (named by its wait), not a number
+SINK_TITLE = Text("en").metric("sink") + ":"  # how the sink metric's figures begin their title ("sink score: ...")
 HEAD_MAP = ".ss-head-map figcaption"
 FIGURE_TITLE = ".stPlotlyChart .gtitle"
 WORDS = ("keeper light harbor ship night storm lamp tower wave rock sailor map tide coast wind salt dawn rope "
@@ -103,7 +105,7 @@ def figure_drawn(page: Page, title: str) -> None:
 
 def head_map_drawn(page: Page) -> None:
     """Wait for the head map of the sink metric, its cells laid out."""
-    page.wait_for_function(f"text => {MAP_DRAWN}", arg="sink:", polling="raf", timeout=WAIT)
+    page.wait_for_function(f"text => {MAP_DRAWN}", arg=SINK_TITLE, polling="raf", timeout=WAIT)
 
 
 DRAWN_SINCE = f"""text => {{
@@ -117,7 +119,7 @@ def first_heatmap(page: Page, url: str) -> tuple[float, float]:
     """(seconds from the start of navigation, seconds after the page's load event) to the drawn head map,
     read by the page's own clock."""
     page.goto(url)
-    drawn = page.wait_for_function(DRAWN_SINCE, arg="sink:", polling="raf", timeout=WAIT)
+    drawn = page.wait_for_function(DRAWN_SINCE, arg=SINK_TITLE, polling="raf", timeout=WAIT)
     since_start, after_load = drawn.json_value()
     return since_start, after_load
 
@@ -245,7 +247,7 @@ async def one_visit(browser: object, url: str, text: str) -> tuple[float, bool]:
     page = await context.new_page()
     start = time.perf_counter()
     await page.goto(url)
-    await page.locator(HEAD_MAP).filter(has_text="sink:").first.wait_for(timeout=WAIT)
+    await page.locator(HEAD_MAP).filter(has_text=SINK_TITLE).first.wait_for(timeout=WAIT)
     waited = time.perf_counter() - start
     shown = await page.get_by_test_id("stSidebar").get_by_label("Text").input_value()
     await context.close()
@@ -254,12 +256,12 @@ async def one_visit(browser: object, url: str, text: str) -> tuple[float, bool]:
 
 def explorer_map(element: object) -> bool:
     """The explorer's head map (HTML) of the sink metric."""
-    return element.HasField("bidi_component") and "<figcaption>sink:" in element.bidi_component.json
+    return element.HasField("bidi_component") and f"<figcaption>{SINK_TITLE}" in element.bidi_component.json
 
 
 def course_map(element: object) -> bool:
     """The course's first step, answered: its head map (a Plotly figure) of the sink metric."""
-    return element.HasField("plotly_chart") and "sink: " in element.plotly_chart.spec
+    return element.HasField("plotly_chart") and f"{SINK_TITLE} " in element.plotly_chart.spec
 
 
 COURSE = ("course", "&step=1&answers=first", course_map)  # page, the link's course fields, the figure awaited

@@ -3,7 +3,7 @@
     python bench/bench_third_visitor.py [--repeats 3] [--tree PATH]
 
 On a real server of this checkout (and of ``--tree``, a checkout to compare with, e.g. the tree before the per-head
-map ran in units of two heads), a third visitor opens the explorer with a 150-word text of their own (nothing
+map ran in units of a few heads), a third visitor opens the explorer with a 150-word text of their own (nothing
 cached), as a websocket session speaking Streamlit's protocol (``bench_interactive.protocol_visit``): on an idle
 server, while two other visitors run the KV lab's per-head map (512 tokens) and its eviction run, and after both
 pressed Stop. Also the seconds from each Stop click to its run's end (the button gone). Medians over ``--repeats``

@@ -113,7 +113,9 @@ def test_a_stopped_confirmation_keeps_what_it_confirmed(ids: list[int]) -> None:
     stopped = kv_heads.confirm_needs(loaded, ids, first, lambda so_far: seen.append(so_far) and False)
     assert len(seen) == 1
     confirmed = first.unsettled() & ~stopped.estimates
-    assert 0 < confirmed.sum() <= head_effects.LANES and (first.unsettled() & stopped.estimates).any()  # one unit
+    layer = int(np.flatnonzero(confirmed.any(-1))[0])
+    assert 0 < confirmed.sum() <= head_effects.lanes(layer, 3) and confirmed[layer].sum() == confirmed.sum()  # a unit
+    assert (first.unsettled() & stopped.estimates).any()
     np.testing.assert_array_equal(seen[0].estimates, stopped.estimates)
     assert np.isfinite(stopped.change[first.measured]).all()  # every head keeps a number: exact or estimated
 
@@ -166,3 +168,21 @@ def test_the_break_page_maps_which_heads_sinks_matter(smollm2: LoadedModel) -> N
     said = " ".join(m.value for m in at.markdown)
     assert f"{sink_heads.TOP} heads measured exactly" in said
     assert array(chart(at, "br_sink_kinds")["data"][0]["z"]).shape == (smollm2.info.n_layers, smollm2.info.n_heads)
+
+
+def test_every_unit_costs_at_most_about_one_forward_and_the_units_cover_each_chosen_head_once() -> None:
+    """Issue 54, item 3: Stop and other visitors wait at most one unit; a unit of ``n`` heads from layer ``l`` runs
+    the blocks from ``l`` on ``n`` times, so deep layers batch more heads than early ones."""
+    n_layers, n_heads = 30, 9
+    chosen = np.random.default_rng(0).random((n_layers, n_heads)) < 0.7
+    start = head_effects.Cells(np.zeros(3), np.random.default_rng(1).random((n_layers, n_heads)),
+                               np.zeros((n_layers, n_heads)), np.zeros((n_layers, n_heads)),
+                               np.ones((n_layers, n_heads), dtype=bool))  # fmt: skip
+    found = head_effects.units(start, chosen)
+    covered = np.zeros_like(chosen)
+    for layer, heads in found:
+        assert len(heads) * (n_layers - layer) <= n_layers  # blocks run: at most one forward's worth
+        assert not covered[layer, heads].any()
+        covered[layer, heads] = True
+    np.testing.assert_array_equal(covered, chosen)
+    assert max(len(heads) for layer, heads in found if layer >= 20) >= 2  # cheap units batch their heads

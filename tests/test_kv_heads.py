@@ -15,7 +15,6 @@ from sinkscope.core.loss import perplexity
 from sinkscope.core.models import LoadedModel
 from sinkscope.core.texts import builtin_text
 from sinkscope.experiments import kv_heads
-from sinkscope.experiments.head_effects import LANES
 from sinkscope.experiments.kv_evict import SINKS
 from sinkscope.experiments.streaming import band_mask
 from transformers import AttentionInterface, AttentionMaskInterface
@@ -106,8 +105,8 @@ def test_duo_policy_is_the_forward_with_every_streaming_kv_heads_mask_edited(
 def test_a_stopped_map_keeps_the_heads_it_measured_and_counts_the_rest_as_retrieval(ids: list[int]) -> None:
     seen = []
     stopped = kv_heads.head_needs(loaded_tiny("llama"), ids, BUDGET, lambda so_far: seen.append(so_far) and False)
-    assert len(seen) == 1  # one unit: the first LANES heads of layer 0
-    assert np.isfinite(stopped.change[0, :LANES]).all() and np.isnan(stopped.change[0, LANES:]).all()
+    assert len(seen) == 1  # one unit: layer 0's first head (a unit costs at most about one forward)
+    assert np.isfinite(stopped.change[0, :1]).all() and np.isnan(stopped.change[0, 1:]).all()
     assert np.isnan(stopped.change[1:]).all()
     policy = kv_heads.duo_policy(loaded_tiny("llama"), ids, stopped)
     assert not policy.streaming[0, 1] and not policy.streaming[1:].any()  # unmeasured heads keep their whole cache

@@ -343,3 +343,22 @@ def test_a_bfloat16_model_is_refused_by_its_precision_not_as_a_post_norm_block(r
         qk.qk_attribution(loaded_tiny("llama", torch.bfloat16), random_ids, 2, 0)
     assert "norm after each block" not in str(err.value)
     assert np.isfinite(qk.qk_attribution(loaded_tiny("llama"), random_ids, 2, 0).terms).all()
+
+
+BFLOAT16_RUNS = {  # issue 54, item 2: what a GPU user's bfloat16 model gets from each experiment: finite numbers
+    "analyze": lambda m, ids: analyze_ids(m, ids).heads["sink"],
+    "evict": lambda m, ids: kv_evict.evict(m, ids, 12).nll,
+    "quantized_nll": lambda m, ids: kv_quant.quantized_nll(m, ids, 2, torch.zeros(len(ids), dtype=torch.bool)),
+    "estimate_needs": lambda m, ids: kv_heads.estimate_needs(m, ids, 12).change,
+    "head_needs": lambda m, ids: kv_heads.head_needs(m, ids, 12).change,
+    "sink_heads": lambda m, ids: sinkscope.sink_heads(m, ids, top=2).change,
+    "remove_write": lambda m, ids: writes.remove_write(m, ids, 1, "mlp").changed.nll,
+    "make_sink": lambda m, ids: sinkscope.make_sink(m, analyze_ids(m, ids), 3, 1).after,
+    "first_writes": lambda m, ids: writes.first_writes(analyze_ids(m, ids)).mlp_write,  # its writes add up here
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", BFLOAT16_RUNS)
+def test_a_bfloat16_model_runs_every_experiment_the_float32_one_does(name: str, random_ids: list[int]) -> None:
+    found = np.asarray(BFLOAT16_RUNS[name](loaded_tiny("llama", torch.bfloat16), random_ids), dtype=float)
+    assert found.size and np.isfinite(found).all()

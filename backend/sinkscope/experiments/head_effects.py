@@ -26,8 +26,6 @@ from sinkscope.core.loss import TAILS, resample_counts, resampled_means, token_n
 from sinkscope.core.models import LoadedModel
 
 TAIL_TOLERANCE = 1e-3  # nats: the final norm and LM head applied here must give the model's own loss
-LANES = 2  # heads run together from one layer's input: a unit of about a second, between which Stop and other
-# visitors get their turn
 
 
 @dataclass(frozen=True)
@@ -206,13 +204,23 @@ def _dense(loaded: LoadedModel, ids: list[int], allowed: torch.Tensor) -> Dense:
     return Dense(stream, block_call(loaded, ids), targets, nll, min(first_changed(allowed), len(ids) - 1))
 
 
+def lanes(layer: int, n_layers: int) -> int:
+    """Heads of ``layer`` run together in one unit: as many as keep it within about one forward pass (each lane
+    runs the blocks from ``layer`` on), so Stop and other visitors wait at most that long between units."""
+    return max(1, n_layers // (n_layers - layer))
+
+
 def units(start: Cells, chosen: np.ndarray) -> list[tuple[int, np.ndarray]]:
-    """(layer, heads) of at most LANES chosen heads each, the layers holding the largest ``start`` changes first
-    (an unknown change first of all)."""
+    """(layer, heads) of at most ``lanes(layer)`` chosen heads each, the layers holding the largest ``start``
+    changes first (an unknown change first of all)."""
     first = np.nan_to_num(np.where(chosen, start.change, -np.inf), nan=np.inf).max(-1)  # (layer,)
     layers = sorted(np.flatnonzero(chosen.any(-1)), key=lambda layer: -first[layer])
-    split = lambda heads: np.array_split(heads, -(-len(heads) // LANES))  # noqa: E731  (ceil: no unit over LANES)
-    return [(int(layer), heads) for layer in layers for heads in split(np.flatnonzero(chosen[layer]))]
+    found = []
+    for layer in layers:
+        heads = np.flatnonzero(chosen[layer])
+        size = lanes(layer, chosen.shape[0])
+        found += [(int(layer), heads[at : at + size]) for at in range(0, len(heads), size)]
+    return found
 
 
 def exact(loaded: LoadedModel, ids: list[int], allowed: torch.Tensor, start: Cells, chosen: np.ndarray,
