@@ -14,7 +14,7 @@ from sinkscope.core.errors import ModelLoadError
 from sinkscope.core.loss import perplexity
 from sinkscope.core.models import LoadedModel
 from sinkscope.core.texts import builtin_text
-from sinkscope.experiments import kv_heads
+from sinkscope.experiments import head_effects, kv_heads
 from sinkscope.experiments.kv_evict import SINKS
 from sinkscope.experiments.streaming import band_mask
 from transformers import AttentionInterface, AttentionMaskInterface
@@ -110,6 +110,16 @@ def test_a_stopped_map_keeps_the_heads_it_measured_and_counts_the_rest_as_retrie
     assert np.isnan(stopped.change[1:]).all()
     policy = kv_heads.duo_policy(loaded_tiny("llama"), ids, stopped)
     assert not policy.streaming[0, 1] and not policy.streaming[1:].any()  # unmeasured heads keep their whole cache
+
+
+def test_a_pause_comes_after_every_block_of_every_unit(ids: list[int]) -> None:
+    """Issue 54, item 3: a server hands the model over between the blocks of a unit, not only between units."""
+    loaded, pauses = loaded_tiny("llama"), []
+    found = kv_heads.head_needs(loaded, ids, BUDGET, pause=lambda: pauses.append(1))
+    units = head_effects.units(head_effects.unmeasured(loaded), np.ones(found.change.shape, dtype=bool))
+    blocks = sum(loaded.info.n_layers - layer for layer, _ in units)
+    assert len(pauses) == blocks and np.isfinite(found.change).all()
+    np.testing.assert_array_equal(found.change, kv_heads.head_needs(loaded, ids, BUDGET).change)  # the same map
 
 
 def test_the_map_is_refused_where_it_would_be_wrong(ids: list[int]) -> None:

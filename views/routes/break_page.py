@@ -124,6 +124,8 @@ def measure_sink_heads(request: session.Request, ids: tuple[int, ...]) -> None:
     loaded = request.loaded
 
     def run(show: cache.Show) -> sink_heads.SinkHeads:
+        show, pause = jobs.pausing(show)  # other visitors get the model between the blocks of a unit
+
         def layer_done(cells: head_effects.Cells) -> bool:
             found = sink_heads.SinkHeads(cells)
             st.session_state["br_heads"] = (ids, found)
@@ -132,7 +134,7 @@ def measure_sink_heads(request: session.Request, ids: tuple[int, ...]) -> None:
             return True
 
         show(0.0, t("kv.heads_estimating"))
-        return sink_heads.sink_heads(loaded, list(ids), progress=layer_done)
+        return sink_heads.sink_heads(loaded, list(ids), progress=layer_done, pause=pause)
 
     job = cache.Job(request.model, ("sink_heads", request.dtype, ids), run)
     found = lessons.attempt(

@@ -213,8 +213,10 @@ HOW = {"confirmed": "kv.heads_how_confirmed", "exact": "kv.heads_how_exact"}  # 
 
 
 def map_heads(loaded: LoadedModel, ids: list[int], budget: int, how: str, show: cache.Show) -> kv_heads.HeadNeeds:
-    """The map, drawn as it lands (the estimate at once, then each exact unit) and kept for a Stop."""
+    """The map, drawn as it lands (the estimate at once, then each exact unit) and kept for a Stop; other visitors
+    get the model between the blocks of a unit."""
     draft = charts.Draft("kv_heads_live")
+    show, pause = jobs.pausing(show)
 
     def landed(so_far: kv_heads.HeadNeeds) -> None:
         st.session_state["kv_heads_partial"] = so_far
@@ -228,7 +230,7 @@ def map_heads(loaded: LoadedModel, ids: list[int], budget: int, how: str, show: 
             show(done / total, t("kv.heads_progress", done=done, total=total))
             return True
 
-        needs = kv_heads.head_needs(loaded, ids, budget, progress=layer_done)
+        needs = kv_heads.head_needs(loaded, ids, budget, progress=layer_done, pause=pause)
     else:
         show(0.0, t("kv.heads_estimating"))
         first = kv_heads.estimate_needs(loaded, ids, budget)
@@ -241,7 +243,7 @@ def map_heads(loaded: LoadedModel, ids: list[int], budget: int, how: str, show: 
             show(done / max(total, 1), t("kv.heads_confirming", done=done, total=total))
             return True
 
-        needs = kv_heads.confirm_needs(loaded, ids, first, progress=confirmed)
+        needs = kv_heads.confirm_needs(loaded, ids, first, progress=confirmed, pause=pause)
     draft.clear()
     return needs
 

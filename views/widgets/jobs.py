@@ -113,6 +113,18 @@ def run(job: cache.Job, message: str, stop: Stop | None = None) -> Any:
             return logged(job).result(owner(), show, on_wait=waiting, cancelled=unwanted)
 
 
+def pausing(show: cache.Show) -> tuple[cache.Show, Callable[[], None]]:
+    """``show``, and a pause that calls it again with its last share and text: a run that pauses between the
+    blocks of a long unit lets waiting visitors in (and meets a Stop) without moving its bar."""
+    last: list = [0.0, ""]
+
+    def shown(share: float, text: str) -> None:
+        last[:] = [share, text]
+        show(share, text)
+
+    return shown, lambda: show(*last)
+
+
 def run_all(jobs: list[cache.Job], message: str, on_each: Callable[[int, Any], None] | None = None) -> list[Any]:
     """Each job's cached result, the missing ones run in one turn of their queue (the jobs share one: a page's runs
     on its model), so a page that needs several waits in line once; a job that failed leaves its exception.

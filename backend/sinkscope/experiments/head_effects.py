@@ -40,6 +40,7 @@ class Cells:
 
 
 Progress = Callable[[Cells], bool]  # the cells so far -> keep going?
+Pause = Callable[[], None]  # between two blocks of a unit: a server lets waiting visitors in (or meets a Stop)
 
 
 def estimate_band(estimate: np.ndarray, margin: float) -> tuple[np.ndarray, np.ndarray]:
@@ -132,10 +133,14 @@ def _final_nll(loaded: LoadedModel, hidden: torch.Tensor, targets: torch.Tensor)
     return torch.stack(rows)
 
 
-def _run_blocks(loaded: LoadedModel, hidden: torch.Tensor, first: int, call: dict) -> torch.Tensor:
-    """Blocks ``first`` .. L-1 on (lane, token, d_model) ``hidden``, with what the model passes every block."""
+def _run_blocks(loaded: LoadedModel, hidden: torch.Tensor, first: int, call: dict,
+                pause: Pause | None = None) -> torch.Tensor:  # fmt: skip
+    """Blocks ``first`` .. L-1 on (lane, token, d_model) ``hidden``, with what the model passes every block;
+    ``pause`` after each block."""
     for block in loaded.blocks[first:]:
         hidden = call_block(block, hidden, call)
+        if pause is not None:
+            pause()
     return hidden
 
 
@@ -181,14 +186,14 @@ class Dense:
 
 
 def _unit(loaded: LoadedModel, dense: Dense, allowed: torch.Tensor, layer: int, heads: np.ndarray,
-          change_shape: tuple[int, int]) -> torch.Tensor:  # fmt: skip
+          change_shape: tuple[int, int], pause: Pause | None = None) -> torch.Tensor:  # fmt: skip
     """(lane, token - 1): the NLL change of each of ``heads`` of ``layer`` restricted alone, a lane each (0 where
     every key is seen)."""
     restricted = torch.zeros(len(heads), *change_shape, dtype=torch.bool)  # (lane, layer, head)
     restricted[torch.arange(len(heads)), layer, torch.from_numpy(heads)] = True
     hidden = dense.stream[layer].expand(len(heads), -1, -1)  # (lane, token, d_model): the layer's dense input
     with attention.overriding(Restricted(restricted, allowed.to(loaded.model.device)).attend):
-        final = _run_blocks(loaded, hidden, layer, dense.call)[:, dense.reached : -1]  # (lane, position, d)
+        final = _run_blocks(loaded, hidden, layer, dense.call, pause)[:, dense.reached : -1]  # (lane, position, d)
         ablated = _final_nll(loaded, final, dense.targets[dense.reached :])
     per_token = torch.zeros(len(heads), len(dense.nll))
     per_token[:, dense.reached :] = ablated - dense.nll[dense.reached :]
@@ -224,15 +229,16 @@ def units(start: Cells, chosen: np.ndarray) -> list[tuple[int, np.ndarray]]:
 
 
 def exact(loaded: LoadedModel, ids: list[int], allowed: torch.Tensor, start: Cells, chosen: np.ndarray,
-          progress: Progress | None = None) -> Cells:  # fmt: skip
+          progress: Progress | None = None, pause: Pause | None = None) -> Cells:  # fmt: skip
     """``start`` with its ``chosen`` (layer, head) cells measured exactly, in ``units``; ``progress`` hears each
-    unit and may stop the run after it, keeping what it measured. The caller checks the model and the text."""
+    unit and may stop the run after it, keeping what it measured; ``pause`` runs between the blocks of a unit (a
+    server lets other visitors in there). The caller checks the model and the text."""
     change, low, high, estimated = (array.copy() for array in (start.change, start.low, start.high, start.estimated))
     counts = resample_counts(len(ids) - 1)  # one set of resamples for every head: their intervals compare
     with torch.inference_mode():
         dense = _dense(loaded, ids, allowed)
         for layer, heads in units(start, chosen):
-            per_token = _unit(loaded, dense, allowed, layer, heads, change.shape).numpy()  # (lane, token - 1)
+            per_token = _unit(loaded, dense, allowed, layer, heads, change.shape, pause).numpy()  # (lane, token - 1)
             change[layer, heads] = per_token.mean(-1)
             low[layer, heads], high[layer, heads] = np.quantile(resampled_means(per_token, counts), TAILS, -1)
             estimated[layer, heads] = False

@@ -115,13 +115,14 @@ def _reporting(budget: int, progress: Progress | None) -> head_effects.Progress 
     return None if progress is None else lambda cells: progress(HeadNeeds.of(budget, cells))
 
 
-def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progress | None = None) -> HeadNeeds:
-    """Every head's exact loss change when it alone keeps sinks + window (a cache of ``budget`` tokens), layer by
-    layer; ``progress`` may stop the run after any layer, keeping the layers measured."""
+def head_needs(loaded: LoadedModel, ids: list[int], budget: int, progress: Progress | None = None,
+               pause: head_effects.Pause | None = None) -> HeadNeeds:  # fmt: skip
+    """Every head's exact loss change when it alone keeps sinks + window (a cache of ``budget`` tokens), unit by
+    unit; ``progress`` may stop the run after any unit, keeping what it measured; ``pause`` runs between blocks."""
     band = _checked(loaded, ids, budget)
     every = np.ones((loaded.info.n_layers, loaded.info.n_heads), dtype=bool)
     return HeadNeeds.of(budget, head_effects.exact(loaded, ids, band, head_effects.unmeasured(loaded), every,
-                                                   _reporting(budget, progress)))  # fmt: skip
+                                                   _reporting(budget, progress), pause))  # fmt: skip
 
 
 def estimate_needs(loaded: LoadedModel, ids: list[int], budget: int, margin: float = ESTIMATE_MARGIN) -> HeadNeeds:
@@ -132,13 +133,15 @@ def estimate_needs(loaded: LoadedModel, ids: list[int], budget: int, margin: flo
     return HeadNeeds.of(budget, head_effects.estimate(loaded, ids, band, margin))
 
 
-def confirm_needs(loaded: LoadedModel, ids: list[int], first: HeadNeeds, progress: Progress | None = None) -> HeadNeeds:
+def confirm_needs(loaded: LoadedModel, ids: list[int], first: HeadNeeds, progress: Progress | None = None,
+                  pause: head_effects.Pause | None = None) -> HeadNeeds:  # fmt: skip
     """``first`` (``estimate_needs`` on ``ids``) with the exact change of each head whose estimate's band reaches the
     NEEDS_CONTEXT threshold (the heads it ranks highest and those near the threshold), the layers holding the largest
-    estimates first; a stopped run keeps what it confirmed, the rest estimated."""
+    estimates first; a stopped run keeps what it confirmed, the rest estimated; ``pause`` runs between blocks."""
     first = require_needs(require_loaded(loaded), first)
     band = _checked(loaded, ids, first.budget)
-    cells = head_effects.exact(loaded, ids, band, first.cells(), first.unsettled(), _reporting(first.budget, progress))
+    cells = head_effects.exact(loaded, ids, band, first.cells(), first.unsettled(), _reporting(first.budget, progress),
+                               pause)  # fmt: skip
     return HeadNeeds.of(first.budget, cells)
 
 

@@ -46,10 +46,11 @@ def refusal(loaded: LoadedModel, n_tokens: int) -> SinkscopeError | None:
     return loaded.refusal(Can.EVICT_KV) or (InputError("error.two_tokens") if n_tokens < 2 else None)
 
 
-def sink_heads(loaded: LoadedModel, ids: list[int], top: int = TOP,
-               progress: head_effects.Progress | None = None) -> SinkHeads:  # fmt: skip
+def sink_heads(loaded: LoadedModel, ids: list[int], top: int = TOP, progress: head_effects.Progress | None = None,
+               pause: head_effects.Pause | None = None) -> SinkHeads:  # fmt: skip
     """Every head's estimated loss change without its first key, then the exact change for the ``top`` heads the
-    estimate ranks highest (``progress`` may stop after any layer, keeping what it measured)."""
+    estimate ranks highest (``progress`` may stop after any unit, keeping what it measured; ``pause`` runs between
+    blocks)."""
     check_ids(require_loaded(loaded), ids)
     ranges.check("top", top)
     loaded.check_length(len(ids))  # the one token limit a text meets, before any work
@@ -61,7 +62,7 @@ def sink_heads(loaded: LoadedModel, ids: list[int], top: int = TOP,
     ranked = np.argsort(-np.nan_to_num(first.change, nan=-np.inf), axis=None)[:top]
     chosen = np.zeros(first.change.shape, dtype=bool)
     chosen.flat[ranked] = True
-    return SinkHeads(head_effects.exact(loaded, ids, allowed, first, chosen, progress))
+    return SinkHeads(head_effects.exact(loaded, ids, allowed, first, chosen, progress, pause))
 
 
 def said(found: SinkHeads) -> Message:
