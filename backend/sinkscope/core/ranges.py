@@ -76,6 +76,14 @@ def shown(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def check_choice(name: str, value: object, allowed: tuple) -> None:
+    """An InputError naming ``name`` when ``value`` is not one of ``allowed`` (of the same kind: 2.0 is not a
+    number of bits)."""
+    same_kind = is_whole(value) if isinstance(allowed[0], int) else isinstance(value, str)
+    if not (same_kind and value in allowed):
+        raise InputError("error.unknown_choice", name=name, value=shown(value), choices=", ".join(map(str, allowed)))
+
+
 def check(name: str, value: float) -> None:
     """``value`` within the documented range of the argument ``name`` (``RANGES``), else an InputError."""
     RANGES[name].check(name, value)

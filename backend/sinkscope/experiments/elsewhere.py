@@ -102,8 +102,7 @@ def make_sink(
 ) -> SinkElsewhere:
     """Change token ``position``'s state at h^``layer`` of ``trace``'s text and measure key_sink again."""
     trace = require_trace_of(loaded, trace)
-    if mode not in MODES:
-        raise InputError("error.unknown_choice", name="mode", value=repr(mode), choices=", ".join(MODES))
+    ranges.check_choice("mode", mode, MODES)
     channels = first_massive_channels(trace) if mode == "massive" else ()
     if mode == "massive" and not channels:
         raise InputError("error.elsewhere_no_massive")

@@ -172,8 +172,7 @@ class ForceHeads(Intervention):
     to: str
 
     def __post_init__(self) -> None:
-        if self.to not in FORCE_KEYS:
-            raise InputError("error.unknown_choice", name="to", value=repr(self.to), choices=", ".join(FORCE_KEYS))
+        ranges.check_choice("to", self.to, tuple(FORCE_KEYS))
 
     def fits(self, info: ModelInfo) -> None:
         _layers_within(tuple(layer for layer, _ in self.heads), info.n_layers - 1)

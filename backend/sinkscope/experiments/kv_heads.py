@@ -190,8 +190,7 @@ def whole_heads(needs: HeadNeeds, n_kv_heads: int, share: float, order: str = "r
     """(layer, kv_head) bool: the ``share`` of key-value heads kept whole, those whose restriction costs most
     ("ranked") or drawn with a fixed seed ("random")."""
     ranges.check("share", share)
-    if order not in ORDERS:
-        raise InputError("error.unknown_choice", name="order", value=ranges.shown(order), choices=", ".join(ORDERS))
+    ranges.check_choice("order", order, ORDERS)
     change = kv_head_change(needs, n_kv_heads)
     score = change if order == "ranked" else np.random.default_rng(0).random(change.shape)
     chosen = np.zeros(change.size, dtype=bool)

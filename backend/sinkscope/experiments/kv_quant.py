@@ -98,17 +98,9 @@ def detected_sinks(trace: Trace) -> tuple[int, ...]:
     return tuple(sorted(massive | receiving | secondary))
 
 
-def _check_choice(name: str, value: object, allowed: tuple) -> None:
-    """An InputError naming ``name`` when ``value`` is not one of ``allowed`` (2.0 is not a number of bits)."""
-    same_kind = ranges.is_whole(value) if isinstance(allowed[0], int) else isinstance(value, str)
-    if not (same_kind and value in allowed):
-        raise InputError("error.unknown_choice", name=name, value=ranges.shown(value),
-                         choices=", ".join(map(str, allowed)))  # fmt: skip
-
-
 def protected(protect: str, n_tokens: int, sinks: tuple[int, ...]) -> torch.Tensor:
     """(token,) bool: the tokens ``protect`` keeps in full precision."""
-    _check_choice("protect", protect, PROTECTIONS)
+    ranges.check_choice("protect", protect, PROTECTIONS)
     kept = torch.zeros(n_tokens, dtype=torch.bool)
     if protect == "first4":
         kept[:FIRST_KEPT] = True
@@ -123,7 +115,7 @@ def _choices(name: str, given: object, allowed: tuple) -> tuple:
         raise InputError("error.choices_list", name=name, value=ranges.shown(given),
                          choices=", ".join(map(str, allowed)), example=allowed[0])  # fmt: skip
     for value in given:
-        _check_choice(name, value, allowed)
+        ranges.check_choice(name, value, allowed)
     return tuple(given)
 
 
@@ -169,7 +161,7 @@ def quantized_nll(
     loaded.require(Can.QUANTIZE_KV)
     if len(ids) < 2:
         raise InputError("error.kv_two_tokens", n=len(ids))
-    _check_choice("bits", bits, BITS)
+    ranges.check_choice("bits", bits, BITS)
     kept = _kept_per_token(kept, len(ids))
     check_residual(residual, group)
     keys_read, values_read = read_quantized(len(ids), group, residual)

@@ -51,10 +51,8 @@ class RemoveWrite(Intervention):
     mean: tuple[float, ...] | None = None  # "mean": the write put in its place (d_model values)
 
     def __post_init__(self) -> None:
-        if self.part not in PARTS:
-            raise InputError("error.unknown_choice", name="part", value=repr(self.part), choices=", ".join(PARTS))
-        if self.how not in HOWS:
-            raise InputError("error.unknown_choice", name="how", value=repr(self.how), choices=", ".join(HOWS))
+        ranges.check_choice("part", self.part, tuple(PARTS))
+        ranges.check_choice("how", self.how, HOWS)
         if (self.how == "channel") != (self.channel is not None) or (self.how == "mean") != (self.mean is not None):
             raise InputError("error.write_control", how=self.how)
 
